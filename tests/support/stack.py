@@ -1,0 +1,95 @@
+"""Real processes for integration tests: Valkey with AOF, Celery workers, the scheduler."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from webhook_service.crypto import generate_master_key
+from webhook_service.embedded import EmbeddedValkey, start_valkey
+
+ADMIN_KEY = "test-admin-key-0123456789"
+
+
+@dataclass
+class Stack:
+    directory: Path
+    valkey: EmbeddedValkey
+    env: dict[str, str]
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def start(self, role: str, name: str | None = None) -> subprocess.Popen[bytes]:
+        name = name or role
+        log = (self.directory / f"{name}.log").open("ab")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "webhook_service", role],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.processes[name] = process
+        return process
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the whole process group: a prefork worker and its children die at once."""
+        process = self.processes.pop(name)
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait()
+
+    def restart_valkey(self) -> None:
+        """kill -9, then start again on the same dir and port: only the AOF survives."""
+        self.valkey.kill()
+        self.valkey = start_valkey(self.valkey.directory, self.valkey.port)
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for name in list(self.processes):
+            process = self.processes.pop(name)
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        self.valkey.stop()
+
+
+def test_env(redis_url: str, extra: Mapping[str, str] = ()) -> dict[str, str]:  # type: ignore[assignment]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WEBHOOK_")}
+    env.update(
+        {
+            "WEBHOOK_REDIS_URL": redis_url,
+            "WEBHOOK_ADMIN_KEY": ADMIN_KEY,
+            "WEBHOOK_MASTER_KEY": generate_master_key(),
+            "WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8",
+            "WEBHOOK_RETRY_SCHEDULE": "0,0.3,0.3,0.3",
+            "WEBHOOK_THROTTLE_FLOOR": "0",
+            "WEBHOOK_WAKEUP_GRACE": "2",
+            "WEBHOOK_SCHEDULER_INTERVAL": "0.2",
+            "WEBHOOK_REQUEST_TIMEOUT": "3",
+            "WEBHOOK_CONNECT_TIMEOUT": "1",
+            "WEBHOOK_WORKER_CONCURRENCY": "2",
+            "WEBHOOK_LOG_LEVEL": "INFO",
+        }
+    )
+    env.update(dict(extra))
+    return env
+
+
+def start_stack(directory: Path, extra: Mapping[str, str] = (), workers: int = 1) -> Stack:  # type: ignore[assignment]
+    valkey = start_valkey(directory / "valkey")
+    stack = Stack(directory, valkey, test_env(valkey.url, extra))
+    for n in range(workers):
+        stack.start("worker", f"worker{n}")
+    stack.start("scheduler")
+    return stack

@@ -1,0 +1,3 @@
+from webhook_service.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,43 @@
+"""What every handler needs, behind one typed app key."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from aiohttp import web
+from redis.asyncio import Redis
+
+from webhook_service.config import Settings
+from webhook_service.crypto import SecretBox
+from webhook_service.delivery.ssrf import Guard
+from webhook_service.store.deliveries import DeliveryStore
+from webhook_service.store.endpoints import EndpointStore
+from webhook_service.store.events import EventStore
+
+
+class Waker(Protocol):
+    """Sends the wake-ups that bring deliveries to a worker; ids only, never payloads."""
+
+    async def wake(self, delivery_ids: Sequence[str], *, retry: bool) -> None: ...
+
+
+@dataclass
+class Services:
+    settings: Settings
+    redis: Redis
+    events: EventStore
+    endpoints: EndpointStore
+    deliveries: DeliveryStore
+    waker: Waker
+    guard: Guard
+    box: SecretBox
+    strict_durability: bool
+
+
+SERVICES = web.AppKey("services", Services)
+
+
+def services(request: web.Request) -> Services:
+    return request.app[SERVICES]

@@ -1,0 +1,80 @@
+"""Delivery history: list with filters, one delivery with its attempts, manual retry."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from webhook_service.api.context import services
+from webhook_service.api.models import attempt_json, delivery_json
+from webhook_service.api.pagination import page_params, query_problem
+from webhook_service.api.problems import ProblemError
+from webhook_service.store.deliveries import STATUSES
+from webhook_service.store.history import DeliveryFilter, list_deliveries
+from webhook_service.timeutil import now_ms, parse_iso
+
+routes = web.RouteTableDef()
+
+
+def _time(request: web.Request, name: str) -> int | None:
+    raw = request.query.get(name)
+    if raw is None:
+        return None
+    try:
+        return parse_iso(raw)
+    except ValueError:
+        raise query_problem(name, "an ISO 8601 date-time, e.g. 2026-01-31T12:00:00Z") from None
+
+
+def _filter(request: web.Request) -> DeliveryFilter:
+    status = request.query.get("status")
+    if status is not None and status not in STATUSES:
+        raise query_problem("status", "one of " + ", ".join(STATUSES))
+    return DeliveryFilter(
+        endpoint_id=request.query.get("endpoint_id"),
+        event_id=request.query.get("event_id"),
+        status=status,
+        event_type=request.query.get("event_type"),
+        since_ms=_time(request, "since"),
+        until_ms=_time(request, "until"),
+    )
+
+
+@routes.get("/v1/deliveries")
+async def list_route(request: web.Request) -> web.Response:
+    svc = services(request)
+    query = _filter(request)
+    limit, cursor = page_params(request)
+    page = await list_deliveries(svc.redis, svc.deliveries, query, limit, cursor)
+    return web.json_response(
+        {"data": [delivery_json(d) for d in page.items], "next_cursor": page.next_cursor}
+    )
+
+
+@routes.get("/v1/deliveries/{delivery_id}")
+async def get_delivery(request: web.Request) -> web.Response:
+    svc = services(request)
+    delivery_id = request.match_info["delivery_id"]
+    record = await svc.deliveries.get(delivery_id)
+    if record is None:
+        raise ProblemError(404, "No delivery has this id.")
+    attempts = await svc.deliveries.attempts(delivery_id)
+    return web.json_response(
+        {**delivery_json(record), "attempt_log": [attempt_json(a) for a in attempts]}
+    )
+
+
+@routes.post("/v1/deliveries/{delivery_id}/retry")
+async def retry_delivery(request: web.Request) -> web.Response:
+    svc = services(request)
+    delivery_id = request.match_info["delivery_id"]
+    outcome = await svc.deliveries.retry(
+        delivery_id, now_ms(), int(svc.settings.wakeup_grace * 1000)
+    )
+    if outcome == "missing":
+        raise ProblemError(404, "No delivery has this id.")
+    if outcome == "pending":
+        raise ProblemError(409, "This delivery is already pending; it will be attempted.")
+    await svc.waker.wake([delivery_id], retry=True)
+    record = await svc.deliveries.get(delivery_id)
+    assert record is not None
+    return web.json_response(delivery_json(record), status=202)

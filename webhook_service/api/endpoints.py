@@ -1,0 +1,111 @@
+"""Endpoints: create, list, read, change, delete, and show the signing secret."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from signer import generate_secret
+from webhook_service.api.body import read_model
+from webhook_service.api.context import Services, services
+from webhook_service.api.models import EndpointIn, EndpointPatch, endpoint_json
+from webhook_service.api.pagination import page_params
+from webhook_service.api.problems import ProblemError
+from webhook_service.delivery.ssrf import DestinationBlocked
+from webhook_service.ids import new_id
+from webhook_service.store.endpoints import EndpointRecord, SealedSecret
+from webhook_service.timeutil import now_ms
+
+routes = web.RouteTableDef()
+
+
+async def _check_destination(svc: Services, url: str) -> None:
+    try:
+        await svc.guard.check_url_resolved(url)
+    except DestinationBlocked as exc:
+        raise ProblemError(
+            422,
+            f"This URL cannot receive webhooks: {exc.detail}",
+            kind="destination-blocked",
+            errors=[{"pointer": "/url", "detail": f"{exc.reason}: {exc.detail}"}],
+        ) from None
+
+
+async def _load(svc: Services, request: web.Request) -> EndpointRecord:
+    record = await svc.endpoints.get(request.match_info["endpoint_id"])
+    if record is None:
+        raise ProblemError(404, "No endpoint has this id.")
+    return record
+
+
+@routes.post("/v1/endpoints")
+async def create_endpoint(request: web.Request) -> web.Response:
+    svc = services(request)
+    body = await read_model(request, EndpointIn, svc.settings.max_payload_bytes)
+    await _check_destination(svc, body.url)
+    now = now_ms()
+    endpoint_id = new_id("ep", now)
+    secret = generate_secret()
+    record = EndpointRecord(
+        id=endpoint_id,
+        url=body.url,
+        description=body.description,
+        event_types=body.event_types,
+        disabled=body.disabled,
+        created_ms=now,
+        updated_ms=now,
+        secrets=[SealedSecret(svc.box.seal(secret, endpoint_id))],
+    )
+    await svc.endpoints.save(record)
+    return web.json_response({**endpoint_json(record), "secret": secret}, status=201)
+
+
+@routes.get("/v1/endpoints")
+async def list_endpoints(request: web.Request) -> web.Response:
+    svc = services(request)
+    limit, cursor = page_params(request)
+    records, next_cursor = await svc.endpoints.page(limit, cursor)
+    return web.json_response(
+        {"data": [endpoint_json(r) for r in records], "next_cursor": next_cursor}
+    )
+
+
+@routes.get("/v1/endpoints/{endpoint_id}")
+async def get_endpoint(request: web.Request) -> web.Response:
+    svc = services(request)
+    return web.json_response(endpoint_json(await _load(svc, request)))
+
+
+@routes.patch("/v1/endpoints/{endpoint_id}")
+async def patch_endpoint(request: web.Request) -> web.Response:
+    svc = services(request)
+    record = await _load(svc, request)
+    patch = await read_model(request, EndpointPatch, svc.settings.max_payload_bytes)
+    given = patch.model_fields_set
+    if "url" in given and patch.url is not None:
+        await _check_destination(svc, patch.url)
+        record.url = patch.url
+    if "event_types" in given:
+        record.event_types = patch.event_types
+    if "description" in given and patch.description is not None:
+        record.description = patch.description
+    if "disabled" in given and patch.disabled is not None:
+        record.disabled = patch.disabled
+    record.updated_ms = now_ms()
+    await svc.endpoints.save(record)
+    return web.json_response(endpoint_json(record))
+
+
+@routes.delete("/v1/endpoints/{endpoint_id}")
+async def delete_endpoint(request: web.Request) -> web.Response:
+    svc = services(request)
+    if not await svc.endpoints.delete(request.match_info["endpoint_id"]):
+        raise ProblemError(404, "No endpoint has this id.")
+    return web.Response(status=204)
+
+
+@routes.get("/v1/endpoints/{endpoint_id}/secret")
+async def get_secret(request: web.Request) -> web.Response:
+    svc = services(request)
+    record = await _load(svc, request)
+    current = next(s for s in record.secrets if s.expires_ms is None)
+    return web.json_response({"secret": svc.box.open(current.sealed, record.id)})

@@ -1,0 +1,115 @@
+"""POST /v1/events (ingest) and GET /v1/events/{id}."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from webhook_service.api.auth import CALLER_KEY_ID
+from webhook_service.api.body import read_json, validate
+from webhook_service.api.context import services
+from webhook_service.api.idempotency import (
+    HEADER,
+    REPLAYED_HEADER,
+    fingerprint,
+    outcome_problem,
+    validate_key,
+)
+from webhook_service.api.models import EventIn, delivery_json
+from webhook_service.api.problems import ProblemError
+from webhook_service.ids import new_id
+from webhook_service.store.events import IdempotencyClaim
+from webhook_service.timeutil import iso, now_ms
+
+log = logging.getLogger(__name__)
+routes = web.RouteTableDef()
+
+# How long a strict-mode request may hold its idempotency key before others may replay it.
+_IN_FLIGHT_MS = 10_000
+_WAITAOF_TIMEOUT_MS = 2000
+
+
+def _accepted(event_id: str, event_type: str, created_ms: int, fanout: int) -> dict[str, Any]:
+    return {"id": event_id, "type": event_type, "timestamp": iso(created_ms), "deliveries": fanout}
+
+
+@routes.post("/v1/events")
+async def post_event(request: web.Request) -> web.Response:
+    svc = services(request)
+    idem_key = validate_key(request.headers.get(HEADER))
+    parsed, _ = await read_json(request, svc.settings.max_payload_bytes)
+    event = validate(EventIn, parsed)
+    now = now_ms()
+    event_id = new_id("msg", now)
+    body = orjson.dumps({"type": event.type, "timestamp": iso(now), "data": event.data}).decode()
+    claim = None
+    if idem_key is not None:
+        claim = IdempotencyClaim(
+            key_id=request[CALLER_KEY_ID],
+            key=idem_key,
+            fingerprint=fingerprint(parsed),
+            ttl_s=svc.settings.idempotency_ttl,
+            state="in_flight" if svc.strict_durability else "done",
+            until_ms=now + _IN_FLIGHT_MS,
+        )
+    accepted = await svc.events.accept(
+        event_id=event_id,
+        event_type=event.type,
+        body=body,
+        key_id=request[CALLER_KEY_ID],
+        now_ms=now,
+        budget=svc.settings.max_attempts,
+        grace_ms=int(svc.settings.wakeup_grace * 1000),
+        idempotency=claim,
+    )
+    problem = outcome_problem(accepted.outcome)
+    if problem is not None:
+        raise problem
+    reply = _accepted(accepted.event_id, accepted.event_type, accepted.created_ms, accepted.fanout)
+    if accepted.outcome == "replay":
+        return web.json_response(reply, status=202, headers={REPLAYED_HEADER: "true"})
+    if svc.strict_durability:
+        await _wait_for_fsync(request)
+        if claim is not None:
+            await svc.events.settle_idempotency(claim)
+    if accepted.delivery_ids:
+        await svc.waker.wake(accepted.delivery_ids, retry=False)
+    return web.json_response(reply, status=202)
+
+
+async def _wait_for_fsync(request: web.Request) -> None:
+    """Strict durability: 202 only once the AOF holding the event is on disk."""
+    # redis-py leaves execute_command untyped.
+    local, _replicas = await services(request).redis.execute_command(  # type: ignore[no-untyped-call]
+        "WAITAOF", 1, 0, _WAITAOF_TIMEOUT_MS
+    )
+    if int(local) < 1:
+        raise ProblemError(
+            503,
+            "The event was written but not yet confirmed on disk; retry with the same "
+            f"{HEADER} to learn its fate.",
+            kind="durability-timeout",
+            headers={"Retry-After": "1"},
+        )
+
+
+@routes.get("/v1/events/{event_id}")
+async def get_event(request: web.Request) -> web.Response:
+    svc = services(request)
+    record = await svc.events.get(request.match_info["event_id"])
+    if record is None:
+        raise ProblemError(404, "No event has this id.")
+    payload = orjson.loads(record.body) if record.body else None
+    deliveries = await svc.deliveries.get_many(record.delivery_ids)
+    return web.json_response(
+        {
+            "id": record.id,
+            "type": record.type,
+            "timestamp": iso(record.created_ms),
+            "data": payload["data"] if payload else None,
+            "deliveries": [delivery_json(d) for d in deliveries],
+        }
+    )

@@ -1,0 +1,109 @@
+"""RFC 9457 problem details: every error the API gives is one of these."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import orjson
+import redis.exceptions
+from aiohttp import web
+from pydantic import ValidationError
+
+PROBLEM_TYPE_BASE = "https://webhook-service.dev/problems/"
+CONTENT_TYPE = "application/problem+json"
+REDIS_DOWN_RETRY_AFTER = "5"
+
+_TITLES = {
+    400: "Malformed request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not found",
+    405: "Method not allowed",
+    409: "Conflict",
+    413: "Payload too large",
+    415: "Unsupported media type",
+    422: "Validation failed",
+    429: "Too many requests",
+    500: "Internal error",
+    503: "Service unavailable",
+}
+
+
+class ProblemError(Exception):
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        *,
+        kind: str | None = None,
+        errors: Sequence[Mapping[str, str]] = (),
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.kind = kind or _TITLES.get(status, "error").lower().replace(" ", "-")
+        self.errors = list(errors)
+        self.headers = dict(headers or {})
+
+    def response(self, instance: str) -> web.Response:
+        body: dict[str, Any] = {
+            "type": PROBLEM_TYPE_BASE + self.kind,
+            "title": _TITLES.get(self.status, "Error"),
+            "status": self.status,
+            "detail": self.detail,
+            "instance": instance,
+        }
+        if self.errors:
+            body["errors"] = self.errors
+        return web.Response(
+            status=self.status,
+            body=orjson.dumps(body),
+            content_type=CONTENT_TYPE,
+            headers=self.headers,
+        )
+
+
+def pointer(location: Sequence[int | str]) -> str:
+    """A JSON Pointer (RFC 6901) to the offending field."""
+    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in location]
+    return "/" + "/".join(parts) if parts else ""
+
+
+def from_validation(exc: ValidationError, prefix: Sequence[str] = ()) -> ProblemError:
+    errors = [
+        {"pointer": pointer([*prefix, *err["loc"]]), "detail": err["msg"]}
+        for err in exc.errors(include_url=False)
+    ]
+    return ProblemError(422, "The request does not match the schema.", errors=errors)
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def problem_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ProblemError as exc:
+        return exc.response(request.path)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        problem = ProblemError(exc.status, exc.reason, headers=_allowed(exc))
+        return problem.response(request.path)
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+            redis.exceptions.BusyLoadingError, redis.exceptions.ReadOnlyError):  # fmt: skip
+        # The store is unreachable: nothing was stored, so the caller may safely retry.
+        return ProblemError(
+            503,
+            "The event store is unreachable; nothing was stored. Retry later.",
+            kind="store-unavailable",
+            headers={"Retry-After": REDIS_DOWN_RETRY_AFTER},
+        ).response(request.path)
+
+
+def _allowed(exc: web.HTTPException) -> dict[str, str]:
+    allow = exc.headers.get("Allow")
+    return {"Allow": allow} if allow else {}

@@ -1,0 +1,170 @@
+"""``webhook-service``: start the whole service (``up``) or one of its parts."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from webhook_service.config import Settings
+from webhook_service.crypto import generate_master_key
+
+log = logging.getLogger("webhook_service")
+
+ROLES = ("api", "worker", "scheduler")
+
+
+def _setup_logging(settings: Settings) -> None:
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _run_api(settings: Settings) -> int:
+    from aiohttp import web
+
+    from webhook_service.api.server import build_app
+
+    web.run_app(
+        build_app(settings),
+        host=settings.host,
+        port=settings.port,
+        print=lambda _: log.info("API listening on http://%s:%s", settings.host, settings.port),
+        handler_cancellation=True,
+    )
+    return 0
+
+
+def _run_worker(settings: Settings) -> int:
+    from webhook_service.store.keys import QUEUE_FRESH, QUEUE_RETRY
+    from workers.celery_app import app
+
+    app.worker_main(
+        [
+            "worker",
+            "--queues", f"{QUEUE_FRESH},{QUEUE_RETRY}",
+            "--concurrency", str(settings.worker_concurrency),
+            "--loglevel", settings.log_level,
+            "--hostname", f"whs-{os.getpid()}@%h",
+            "--without-mingle", "--without-gossip",
+        ]
+    )  # fmt: skip
+    return 0
+
+
+def _run_scheduler(settings: Settings) -> int:
+    from webhook_service.store.connect import sync_client
+    from workers.celery_app import app
+    from workers.scheduler import Scheduler
+    from workers.wakeup import CeleryWaker
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    client = sync_client(settings.effective_redis_url)
+    Scheduler(client, CeleryWaker(app, settings.batch_size), settings).run(stop)
+    return 0
+
+
+def _secret_file(path: Path, make: str) -> str:
+    """Read a generated secret from the data dir, creating it (mode 0600) the first time."""
+    if path.exists():
+        return path.read_text().strip()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(make + "\n")
+    return make
+
+
+def _run_up(settings: Settings) -> int:
+    from webhook_service.embedded import start_valkey
+
+    data_dir = settings.data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    if settings.master_key is None:
+        env["WEBHOOK_MASTER_KEY"] = _secret_file(data_dir / "master.key", generate_master_key())
+    if settings.admin_key is None:
+        env["WEBHOOK_ADMIN_KEY"] = _secret_file(
+            data_dir / "admin.key", "whadm_" + secrets.token_urlsafe(24)
+        )
+    valkey = None
+    if settings.redis_url is None:
+        valkey = start_valkey(data_dir / "valkey")
+        env["WEBHOOK_REDIS_URL"] = valkey.url
+        log.info("embedded Valkey with AOF on %s, data in %s", valkey.url, valkey.directory)
+    children: dict[str, subprocess.Popen[bytes]] = {}
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        # The API first: it checks the server (noeviction, AOF) and refuses a bad one.
+        for role in ROLES:
+            children[role] = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+                [sys.executable, "-m", "webhook_service", role], env=env
+            )
+        admin = env.get("WEBHOOK_ADMIN_KEY") or (
+            settings.admin_key.get_secret_value() if settings.admin_key else ""
+        )
+        print(
+            f"\nwebhook-service is up\n  API:       http://{settings.host}:{settings.port}\n"
+            f"  admin key: {admin}\n  data:      {data_dir}\nCtrl-C stops everything.\n",
+            flush=True,
+        )
+        while not stop.wait(0.5):
+            dead = [role for role, child in children.items() if child.poll() is not None]
+            if dead:
+                log.error("%s exited; stopping the service", ", ".join(dead))
+                return 1
+        return 0
+    finally:
+        _stop_children(children)
+        if valkey is not None:
+            valkey.stop()
+        log.info("stopped")
+
+
+def _stop_children(children: dict[str, subprocess.Popen[bytes]]) -> None:
+    for child in children.values():
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    for child in children.values():
+        try:
+            child.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="webhook-service", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("up", help="start everything, with an embedded Valkey if needed")
+    commands.add_parser("api", help="run the HTTP API")
+    commands.add_parser("worker", help="run a Celery delivery worker")
+    commands.add_parser("scheduler", help="run the scheduler (retries, lost wake-ups)")
+    commands.add_parser("generate-master-key", help="print a new WEBHOOK_MASTER_KEY")
+    args = parser.parse_args(argv)
+    if args.command == "generate-master-key":
+        print(generate_master_key())
+        return 0
+    settings = Settings()
+    _setup_logging(settings)
+    runners = {
+        "up": _run_up,
+        "api": _run_api,
+        "worker": _run_worker,
+        "scheduler": _run_scheduler,
+    }
+    return runners[args.command](settings)

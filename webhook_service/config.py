@@ -1,0 +1,85 @@
+"""The one settings class: every knob, read from ``WEBHOOK_*`` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+# Svix's schedule, the reference: immediately, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h.
+DEFAULT_RETRY_SCHEDULE = (0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0)
+
+
+def _split_csv(value: object) -> object:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="WEBHOOK_", extra="ignore", frozen=True)
+
+    redis_url: str | None = None
+    data_dir: Path = Path("./var")
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    admin_key: SecretStr | None = None
+    # base64 of 32 bytes; endpoint secrets are sealed with it (AES-GCM) before they reach Redis.
+    master_key: SecretStr | None = None
+
+    retry_schedule: Annotated[tuple[float, ...], NoDecode] = DEFAULT_RETRY_SCHEDULE
+    retry_jitter: float = Field(0.2, ge=0, lt=1)
+    # Timeouts and 429 answers wait at least this long before the next attempt.
+    throttle_floor: float = Field(60.0, ge=0)
+    request_timeout: float = Field(15.0, gt=0)
+    connect_timeout: float = Field(5.0, gt=0)
+    max_payload_bytes: int = Field(256 * 1024, gt=0)
+    response_body_limit: int = Field(4096, ge=0)
+    idempotency_ttl: int = Field(86400, gt=0)
+    durability: Literal["everysec", "strict"] = "everysec"
+    allowed_networks: Annotated[tuple[str, ...], NoDecode] = ()
+    https_only: bool = False
+
+    worker_concurrency: int = Field(2, ge=1)
+    batch_size: int = Field(50, ge=1)
+    scheduler_interval: float = Field(0.5, gt=0)
+    # A wake-up not picked up within this long is presumed lost and sent again.
+    wakeup_grace: float = Field(30.0, gt=0)
+    log_level: str = "INFO"
+
+    @field_validator("retry_schedule", mode="before")
+    @classmethod
+    def _parse_schedule(cls, value: object) -> object:
+        value = _split_csv(value)
+        if isinstance(value, list | tuple) and not value:
+            raise ValueError("the retry schedule needs at least one delay")
+        return value
+
+    @field_validator("retry_schedule")
+    @classmethod
+    def _non_negative(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if any(delay < 0 for delay in value):
+            raise ValueError("retry delays cannot be negative")
+        return value
+
+    @field_validator("allowed_networks", mode="before")
+    @classmethod
+    def _parse_networks(cls, value: object) -> object:
+        return _split_csv(value)
+
+    @property
+    def max_attempts(self) -> int:
+        return len(self.retry_schedule)
+
+    @property
+    def lease_seconds(self) -> float:
+        # Long enough for the slowest request plus the bookkeeping around it.
+        return self.request_timeout + self.connect_timeout + 15.0
+
+    @property
+    def effective_redis_url(self) -> str:
+        if self.redis_url is None:
+            raise RuntimeError("WEBHOOK_REDIS_URL is not set and no embedded server was started")
+        return self.redis_url

@@ -1,0 +1,108 @@
+"""Endpoints: where deliveries go, which event types they take, and their sealed secrets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import cast
+
+import orjson
+from redis.asyncio import Redis
+
+from webhook_service.crypto import SecretBox
+from webhook_service.store import keys
+from webhook_service.store.scripts import Scripts
+
+
+@dataclass(frozen=True)
+class SealedSecret:
+    sealed: str
+    expires_ms: int | None = None  # None: the current key; otherwise kept for rotation grace
+
+
+@dataclass
+class EndpointRecord:
+    id: str
+    url: str
+    description: str
+    event_types: list[str] | None
+    disabled: bool
+    created_ms: int
+    updated_ms: int
+    secrets: list[SealedSecret] = field(default_factory=list)
+
+
+def encode_secrets(secrets: Sequence[SealedSecret]) -> str:
+    return orjson.dumps([{"k": s.sealed, "exp": s.expires_ms} for s in secrets]).decode()
+
+
+def decode_secrets(text: str) -> list[SealedSecret]:
+    return [SealedSecret(item["k"], item["exp"]) for item in orjson.loads(text or "[]")]
+
+
+def open_secrets(box: SecretBox, endpoint_id: str, text: str, now_ms: int) -> list[str]:
+    """The plain secrets still valid now, current first: every one of them signs."""
+    return [
+        box.open(s.sealed, endpoint_id)
+        for s in decode_secrets(text)
+        if s.expires_ms is None or s.expires_ms > now_ms
+    ]
+
+
+def _from_hash(endpoint_id: str, raw: dict[str, str]) -> EndpointRecord:
+    types = raw.get("event_types", "")
+    return EndpointRecord(
+        id=endpoint_id,
+        url=raw["url"],
+        description=raw.get("description", ""),
+        event_types=orjson.loads(types) if types else None,
+        disabled=raw.get("disabled") == "1",
+        created_ms=int(raw["created"]),
+        updated_ms=int(raw["updated"]),
+        secrets=decode_secrets(raw.get("secrets", "")),
+    )
+
+
+class EndpointStore:
+    def __init__(self, redis: Redis, scripts: Scripts) -> None:
+        self._redis = redis
+        self._scripts = scripts
+
+    async def save(self, record: EndpointRecord) -> None:
+        types = orjson.dumps(sorted(set(record.event_types))).decode() if record.event_types else ""
+        await self._scripts.run(
+            "endpoint_save",
+            [
+                record.id,
+                "url", record.url,
+                "description", record.description,
+                "event_types", types,
+                "disabled", "1" if record.disabled else "0",
+                "secrets", encode_secrets(record.secrets),
+                "created", record.created_ms,
+                "updated", record.updated_ms,
+            ],
+        )  # fmt: skip
+
+    async def get(self, endpoint_id: str) -> EndpointRecord | None:
+        raw = cast(dict[str, str], await self._redis.hgetall(keys.endpoint(endpoint_id)))
+        return _from_hash(endpoint_id, raw) if raw else None
+
+    async def delete(self, endpoint_id: str) -> bool:
+        return bool(await self._scripts.run("endpoint_delete", [endpoint_id]))
+
+    async def page(self, limit: int, cursor: str | None) -> tuple[list[EndpointRecord], str | None]:
+        """Newest first; the cursor is the last id of the previous page."""
+        upper = f"({cursor}" if cursor else "+"
+        ids = cast(
+            list[str],
+            await self._redis.zrevrangebylex(keys.ENDPOINTS, upper, "-", start=0, num=limit + 1),
+        )
+        more = len(ids) > limit
+        ids = ids[:limit]
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for endpoint_id in ids:
+                pipe.hgetall(keys.endpoint(endpoint_id))
+            rows = await pipe.execute()
+        records = [_from_hash(i, raw) for i, raw in zip(ids, rows, strict=True) if raw]
+        return records, (ids[-1] if more and ids else None)

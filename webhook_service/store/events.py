@@ -1,0 +1,98 @@
+"""Accepting events: the one atomic step behind every 202, and reading events back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, cast
+
+from redis.asyncio import Redis
+
+from webhook_service.store import keys
+from webhook_service.store.scripts import Scripts
+
+
+@dataclass(frozen=True)
+class IdempotencyClaim:
+    key_id: str  # the caller's API key id: keys are scoped to the caller
+    key: str
+    fingerprint: str
+    ttl_s: int
+    # 'in_flight' while the API still has work to do before answering (strict durability)
+    state: Literal["done", "in_flight"]
+    until_ms: int
+
+
+@dataclass(frozen=True)
+class Accepted:
+    outcome: Literal["created", "replay", "mismatch", "in_flight"]
+    event_id: str = ""
+    event_type: str = ""
+    created_ms: int = 0
+    delivery_ids: tuple[str, ...] = ()
+    fanout: int = 0
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    id: str
+    type: str
+    created_ms: int
+    body: str | None
+    key_id: str
+    delivery_ids: list[str]
+
+
+class EventStore:
+    def __init__(self, redis: Redis, scripts: Scripts) -> None:
+        self._redis = redis
+        self._scripts = scripts
+
+    async def accept(
+        self,
+        *,
+        event_id: str,
+        event_type: str,
+        body: str,
+        key_id: str,
+        now_ms: int,
+        budget: int,
+        grace_ms: int,
+        idempotency: IdempotencyClaim | None,
+    ) -> Accepted:
+        idem = idempotency
+        reply = await self._scripts.run(
+            "ingest",
+            [
+                now_ms, event_id, event_type, body, key_id,
+                keys.idempotency(idem.key_id, idem.key) if idem else "",
+                idem.fingerprint if idem else "",
+                idem.ttl_s if idem else 0,
+                idem.state if idem else "",
+                idem.until_ms if idem else 0,
+                budget, grace_ms,
+            ],
+        )  # fmt: skip
+        outcome = reply[0]
+        if outcome == "created":
+            ids = tuple(reply[1])
+            return Accepted("created", event_id, event_type, now_ms, ids, len(ids))
+        if outcome == "replay":
+            return Accepted("replay", reply[1], reply[2], int(reply[3]), (), int(reply[4]))
+        return Accepted(outcome)
+
+    async def settle_idempotency(self, claim: IdempotencyClaim) -> None:
+        """The first request finished: later ones with the same key replay it."""
+        await self._redis.hset(keys.idempotency(claim.key_id, claim.key), "state", "done")
+
+    async def get(self, event_id: str) -> EventRecord | None:
+        raw = cast(dict[str, str], await self._redis.hgetall(keys.event(event_id)))
+        if not raw:
+            return None
+        return EventRecord(
+            id=event_id,
+            type=raw["type"],
+            created_ms=int(raw["created"]),
+            body=raw.get("body"),
+            key_id=raw.get("key", ""),
+            delivery_ids=[d for d in raw.get("dlvs", "").split(",") if d],
+        )

@@ -1,0 +1,10 @@
+-- Remove an endpoint and its subscriptions; its pending deliveries end when next leased.
+-- ARGV: id
+local id = ARGV[1]
+local key = K.endpoint .. id
+local old = redis.call('HMGET', key, 'event_types', 'disabled')
+if not old[2] then return 0 end
+unsubscribe(id, old[1])
+redis.call('DEL', key)
+redis.call('ZREM', K.endpoints, id)
+return 1

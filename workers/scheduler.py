@@ -1,0 +1,83 @@
+"""The scheduler: moves due deliveries (retries, lost wake-ups, expired leases) to the queues.
+
+Every delivery that needs a worker sits in the ``due`` sorted set scored by when. One pass
+claims what is due and publishes its wake-ups. Only the holder of a Redis lock acts, so two
+schedulers never double-move; a dead scheduler's lock expires and another takes over.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Protocol
+
+import redis
+from redis.lock import Lock
+
+from webhook_service.config import Settings
+from webhook_service.store import keys
+from webhook_service.store.scripts import Scripts
+from webhook_service.timeutil import now_ms
+
+log = logging.getLogger(__name__)
+
+CLAIM_LIMIT = 1000
+
+
+class Publisher(Protocol):
+    def wake_sync(self, delivery_ids: Sequence[str], *, retry: bool) -> None: ...
+
+
+class Scheduler:
+    def __init__(self, client: redis.Redis, publisher: Publisher, settings: Settings) -> None:
+        self._client = client
+        self._scripts = Scripts(client)
+        self._publisher = publisher
+        self._settings = settings
+        lock_ttl = max(5.0, settings.scheduler_interval * 10)
+        self._lock: Lock = client.lock(keys.SCHEDULER_LOCK, timeout=lock_ttl, blocking=False)
+        self._held = False
+
+    def _hold_lock(self) -> bool:
+        if self._held:
+            try:
+                self._lock.reacquire()
+                return True
+            except redis.exceptions.LockError:
+                self._held = False
+        self._held = bool(self._lock.acquire(blocking=False))
+        return self._held
+
+    def tick(self) -> int:
+        """One pass; returns how many deliveries were woken."""
+        if not self._hold_lock():
+            return 0
+        grace_ms = int(self._settings.wakeup_grace * 1000)
+        claimed = self._scripts.run_sync("claim_due", [now_ms(), CLAIM_LIMIT, grace_ms])
+        fresh = [row[0] for row in claimed if row[1] == "0"]
+        retries = [row[0] for row in claimed if row[1] != "0"]
+        if fresh:
+            self._publisher.wake_sync(fresh, retry=False)
+        if retries:
+            self._publisher.wake_sync(retries, retry=True)
+        return len(claimed)
+
+    def run(self, stop: threading.Event) -> None:
+        log.info("scheduler running")
+        while not stop.is_set():
+            try:
+                woken = self.tick()
+            except redis.exceptions.RedisError:
+                log.warning("redis unreachable; the scheduler retries", exc_info=True)
+                self._held = False
+                woken = 0
+            # A full claim means more is due: go again at once.
+            if woken < CLAIM_LIMIT:
+                stop.wait(self._settings.scheduler_interval)
+        if self._held:
+            try:
+                self._lock.release()
+            except redis.exceptions.RedisError:
+                log.info("scheduler lock not released; it expires by itself")
+        log.info("scheduler stopped")
