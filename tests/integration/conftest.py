@@ -1,0 +1,116 @@
+"""Fixtures with real parts: a Valkey with AOF, Celery worker and scheduler processes, the
+API served in-process on a real socket, and a signature-verifying receiver."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+
+from tests.support.receiver import Receiver
+from tests.support.stack import ADMIN_KEY, Stack, start_stack
+from webhook_service.api.server import build_app
+from webhook_service.config import Settings
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    running = start_stack(tmp_path_factory.mktemp("stack"))
+    yield running
+    running.stop()
+
+
+def settings_for(stack: Stack) -> Settings:
+    old = dict(os.environ)
+    os.environ.update(stack.env)
+    try:
+        return Settings()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
+class Api:
+    def __init__(self, session: aiohttp.ClientSession, base: str) -> None:
+        self.session = session
+        self.base = base
+        self.created_endpoints: list[str] = []
+
+    async def call(
+        self, method: str, path: str, *, json: Any = None, headers: dict[str, str] | None = None,
+        key: str | None = ADMIN_KEY, data: bytes | None = None,
+    ) -> tuple[int, Any, dict[str, str]]:  # fmt: skip
+        sent = {"Authorization": f"Bearer {key}"} if key else {}
+        sent.update(headers or {})
+        async with self.session.request(
+            method, self.base + path, json=json, data=data, headers=sent
+        ) as response:
+            text = await response.text()
+            body = await response.json(content_type=None) if text else None
+            return response.status, body, dict(response.headers)
+
+
+@pytest.fixture
+async def api(stack: Stack) -> AsyncIterator[Api]:
+    app = await build_app(settings_for(stack))
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    async with aiohttp.ClientSession() as session:
+        client = Api(session, str(server.make_url("")).rstrip("/"))
+        yield client
+        # Endpoints outlive a test in the shared stack; one that takes every type would
+        # otherwise receive the next test's events.
+        for endpoint_id in client.created_endpoints:
+            await client.call("DELETE", f"/v1/endpoints/{endpoint_id}")
+    await server.close()
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    running = Receiver()
+    await running.start()
+    yield running
+    await running.stop()
+
+
+async def wait_for(
+    condition: Callable[[], Awaitable[bool]], timeout: float = 30.0, every: float = 0.1
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(every)
+
+
+async def create_endpoint(
+    api: Api, receiver: Receiver, name: str, event_types: list[str] | None = None
+) -> dict[str, Any]:
+    status, body, _ = await api.call(
+        "POST", "/v1/endpoints", json={"url": receiver.url(name), "event_types": event_types}
+    )
+    assert status == 201, body
+    receiver.secrets.setdefault(name, []).append(body["secret"])
+    api.created_endpoints.append(body["id"])
+    return body  # type: ignore[no-any-return]
+
+
+async def send_event(api: Api, event_type: str, data: dict[str, Any]) -> str:
+    status, body, _ = await api.call("POST", "/v1/events", json={"type": event_type, "data": data})
+    assert status == 202, body
+    return body["id"]  # type: ignore[no-any-return]
+
+
+async def delivery_statuses(api: Api, event_id: str) -> dict[str, str]:
+    status, body, _ = await api.call("GET", f"/v1/events/{event_id}")
+    assert status == 200, body
+    return {d["endpoint_id"]: d["status"] for d in body["deliveries"]}
