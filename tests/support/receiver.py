@@ -49,9 +49,7 @@ class Receiver:
                 break
             except Exception:  # noqa: S112 - any failure means "not this secret"
                 continue
-        self.received.append(
-            Received(name, headers.get("webhook-id", ""), body, headers, verified)
-        )
+        self.received.append(Received(name, headers.get("webhook-id", ""), body, headers, verified))
         if name in self.hang:
             await asyncio.sleep(3600)
         if not verified:

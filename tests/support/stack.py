@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -39,10 +40,8 @@ class Stack:
     def kill(self, name: str) -> None:
         """SIGKILL the whole process group: a prefork worker and its children die at once."""
         process = self.processes.pop(name)
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         process.wait()
 
     def restart_valkey(self) -> None:
@@ -64,7 +63,7 @@ class Stack:
         self.valkey.stop()
 
 
-def test_env(redis_url: str, extra: Mapping[str, str] = ()) -> dict[str, str]:  # type: ignore[assignment]
+def service_env(redis_url: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WEBHOOK_")}
     env.update(
         {
@@ -82,13 +81,13 @@ def test_env(redis_url: str, extra: Mapping[str, str] = ()) -> dict[str, str]:  
             "WEBHOOK_LOG_LEVEL": "INFO",
         }
     )
-    env.update(dict(extra))
+    env.update(extra or {})
     return env
 
 
-def start_stack(directory: Path, extra: Mapping[str, str] = (), workers: int = 1) -> Stack:  # type: ignore[assignment]
+def start_stack(directory: Path, extra: Mapping[str, str] | None = None, workers: int = 1) -> Stack:
     valkey = start_valkey(directory / "valkey")
-    stack = Stack(directory, valkey, test_env(valkey.url, extra))
+    stack = Stack(directory, valkey, service_env(valkey.url, extra))
     for n in range(workers):
         stack.start("worker", f"worker{n}")
     stack.start("scheduler")
