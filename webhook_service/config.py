@@ -28,6 +28,8 @@ class Settings(BaseSettings):
     admin_key: SecretStr | None = None
     # base64 of 32 bytes; endpoint secrets are sealed with it (AES-GCM) before they reach Redis.
     master_key: SecretStr | None = None
+    # Comma-separated earlier master keys that still open secrets during a master-key rotation.
+    previous_master_keys: SecretStr | None = None
 
     retry_schedule: Annotated[tuple[float, ...], NoDecode] = DEFAULT_RETRY_SCHEDULE
     retry_jitter: float = Field(0.2, ge=0, lt=1)

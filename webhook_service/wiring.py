@@ -19,7 +19,11 @@ def secret_box(settings: Settings) -> SecretBox:
             "`webhook-service up` creates one in the data dir; in production generate one "
             "with `webhook-service generate-master-key`."
         )
-    return SecretBox(settings.master_key.get_secret_value())
+    previous = settings.previous_master_keys
+    older = previous.get_secret_value().split(",") if previous else []
+    return SecretBox(
+        settings.master_key.get_secret_value(), [k.strip() for k in older if k.strip()]
+    )
 
 
 def guard(settings: Settings) -> Guard:

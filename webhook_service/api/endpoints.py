@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from signer import generate_secret
+from signer import InvalidKeyError, SigningKey, generate_keypair, generate_secret
 from webhook_service.api.body import read_model
 from webhook_service.api.context import Services, services
-from webhook_service.api.models import EndpointIn, EndpointPatch, endpoint_json
+from webhook_service.api.models import EndpointIn, EndpointPatch, RotateIn, endpoint_json
 from webhook_service.api.pagination import page_params
 from webhook_service.api.problems import ProblemError
 from webhook_service.delivery.ssrf import DestinationBlocked
 from webhook_service.ids import new_id
 from webhook_service.store.endpoints import EndpointRecord, SealedSecret
-from webhook_service.timeutil import now_ms
+from webhook_service.timeutil import iso, now_ms
 
 routes = web.RouteTableDef()
 
@@ -44,7 +44,7 @@ async def create_endpoint(request: web.Request) -> web.Response:
     await _check_destination(svc, body.url)
     now = now_ms()
     endpoint_id = new_id("ep", now)
-    secret = generate_secret()
+    secret, public_key = _new_key(body.signature)
     record = EndpointRecord(
         id=endpoint_id,
         url=body.url,
@@ -54,9 +54,35 @@ async def create_endpoint(request: web.Request) -> web.Response:
         created_ms=now,
         updated_ms=now,
         secrets=[SealedSecret(svc.box.seal(secret, endpoint_id))],
+        signature=body.signature,
+        public_key=public_key,
     )
-    await svc.endpoints.save(record)
-    return web.json_response({**endpoint_json(record), "secret": secret}, status=201)
+    await svc.endpoints.save(record, with_secrets=True)
+    return web.json_response({**endpoint_json(record), **_shown(secret, public_key)}, status=201)
+
+
+def _new_key(signature: str, supplied: str | None = None) -> tuple[str, str | None]:
+    """(the key we sign with, the public key subscribers verify with, for ed25519)."""
+    if supplied is None:
+        if signature == "ed25519":
+            return generate_keypair()
+        return generate_secret(), None
+    prefix = "whsk_" if signature == "ed25519" else "whsec_"
+    try:
+        if not supplied.startswith(prefix):
+            raise InvalidKeyError(f"a {signature} endpoint takes a {prefix}… key")
+        return supplied, SigningKey.parse(supplied).public_key()
+    except InvalidKeyError as exc:
+        raise ProblemError(
+            422,
+            "The supplied secret is not usable.",
+            errors=[{"pointer": "/secret", "detail": str(exc)}],
+        ) from None
+
+
+def _shown(secret: str, public_key: str | None) -> dict[str, str | None]:
+    """An HMAC secret is shared with the subscriber; an ed25519 private key never leaves."""
+    return {"secret": None if public_key else secret, "public_key": public_key}
 
 
 @routes.get("/v1/endpoints")
@@ -91,7 +117,7 @@ async def patch_endpoint(request: web.Request) -> web.Response:
     if "disabled" in given and patch.disabled is not None:
         record.disabled = patch.disabled
     record.updated_ms = now_ms()
-    await svc.endpoints.save(record)
+    await svc.endpoints.save(record, with_secrets=False)
     return web.json_response(endpoint_json(record))
 
 
@@ -108,4 +134,29 @@ async def get_secret(request: web.Request) -> web.Response:
     svc = services(request)
     record = await _load(svc, request)
     current = next(s for s in record.secrets if s.expires_ms is None)
-    return web.json_response({"secret": svc.box.open(current.sealed, record.id)})
+    return web.json_response(_shown(svc.box.open(current.sealed, record.id), record.public_key))
+
+
+@routes.post("/v1/endpoints/{endpoint_id}/rotate-secret")
+async def rotate_secret(request: web.Request) -> web.Response:
+    svc = services(request)
+    record = await _load(svc, request)
+    body = RotateIn()
+    if request.can_read_body:
+        body = await read_model(request, RotateIn, svc.settings.max_payload_bytes)
+    secret, public_key = _new_key(record.signature, body.secret)
+    rotated = await svc.endpoints.rotate(
+        record.id,
+        svc.box.seal(secret, record.id),
+        public_key,
+        now_ms(),
+        body.grace_period_seconds * 1000,
+    )
+    if rotated is None:
+        raise ProblemError(404, "No endpoint has this id.")
+    previous = [
+        {"expires_at": iso(s.expires_ms)} for s in rotated.secrets if s.expires_ms is not None
+    ]
+    return web.json_response(
+        {**endpoint_json(rotated), **_shown(secret, public_key), "previous_keys": previous}
+    )

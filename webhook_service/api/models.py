@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
@@ -39,6 +39,17 @@ class EndpointIn(_Strict):
     event_types: EventTypes = None
     description: Description = ""
     disabled: bool = False
+    signature: Literal["hmac", "ed25519"] = "hmac"
+
+
+# A rotation keeps the old key signing for at most a week.
+MAX_GRACE_SECONDS = 604_800
+
+
+class RotateIn(_Strict):
+    grace_period_seconds: int = Field(86_400, ge=0, le=MAX_GRACE_SECONDS)
+    # A key the caller made: whsec_… for hmac endpoints, whsk_… for ed25519 ones.
+    secret: Annotated[str, StringConstraints(max_length=200)] | None = None
 
 
 class EndpointPatch(_Strict):
@@ -55,6 +66,8 @@ def endpoint_json(record: EndpointRecord) -> dict[str, Any]:
         "description": record.description,
         "event_types": record.event_types,
         "disabled": record.disabled,
+        "signature": record.signature,
+        "public_key": record.public_key,
         "created_at": iso(record.created_ms),
         "updated_at": iso(record.updated_ms),
     }

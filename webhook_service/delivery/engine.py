@@ -12,13 +12,14 @@ import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from math import inf
 
 from signer import Signer
 from webhook_service.crypto import SecretBox
 from webhook_service.delivery.backoff import RetryPolicy, parse_retry_after
 from webhook_service.delivery.transport import OutboundRequest, OutboundResponse, Transport
 from webhook_service.store.deliveries import Attempt, DeliveryStore, Job
-from webhook_service.store.endpoints import open_secrets
+from webhook_service.store.endpoints import decode_secrets, open_secrets
 from webhook_service.timeutil import now_ms
 
 log = logging.getLogger(__name__)
@@ -50,8 +51,9 @@ class DeliveryEngine:
         self._policy = policy
         self._lease_ms = lease_ms
         self._clock = clock
-        # Opening and parsing secrets costs more than signing: keep the ready signers.
-        self._signers: OrderedDict[tuple[str, str], Signer] = OrderedDict()
+        # Opening and parsing secrets costs more than signing: keep the ready signers, each
+        # until the first of its rotated-out keys expires.
+        self._signers: OrderedDict[tuple[str, str], tuple[Signer, float]] = OrderedDict()
 
     async def run(self, delivery_ids: Sequence[str]) -> list[Outcome]:
         token = secrets.token_hex(8)
@@ -62,13 +64,15 @@ class DeliveryEngine:
 
     def _signer(self, job: Job, now: int) -> Signer:
         cache_key = (job.endpoint_id, job.sealed_secrets)
-        signer = self._signers.get(cache_key)
-        if signer is None:
-            plain = open_secrets(self._box, job.endpoint_id, job.sealed_secrets, now)
-            signer = Signer(plain)
-            self._signers[cache_key] = signer
-            if len(self._signers) > _SIGNER_CACHE_SIZE:
-                self._signers.popitem(last=False)
+        cached = self._signers.get(cache_key)
+        if cached is not None and now < cached[1]:
+            return cached[0]
+        plain = open_secrets(self._box, job.endpoint_id, job.sealed_secrets, now)
+        expiries = [s.expires_ms for s in decode_secrets(job.sealed_secrets) if s.expires_ms]
+        signer = Signer(plain)
+        self._signers[cache_key] = (signer, min((e for e in expiries if e > now), default=inf))
+        if len(self._signers) > _SIGNER_CACHE_SIZE:
+            self._signers.popitem(last=False)
         return signer
 
     async def _deliver(self, job: Job, token: str) -> Outcome:

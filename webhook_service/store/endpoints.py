@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Literal, cast
 
 import orjson
 from redis.asyncio import Redis
+from redis.exceptions import WatchError
 
 from webhook_service.crypto import SecretBox
 from webhook_service.store import keys
@@ -30,6 +31,28 @@ class EndpointRecord:
     created_ms: int
     updated_ms: int
     secrets: list[SealedSecret] = field(default_factory=list)
+    signature: Literal["hmac", "ed25519"] = "hmac"
+    public_key: str | None = None  # ed25519 only: what subscribers verify with
+
+
+# Rotation keeps the current key and at most this many older ones still in their grace.
+MAX_SECRETS = 10
+
+
+def rotated(
+    secrets: Sequence[SealedSecret], new_sealed: str, now_ms: int, grace_ms: int
+) -> list[SealedSecret]:
+    """The new key becomes current; the old current one signs on until its grace ends."""
+    older = [
+        SealedSecret(s.sealed, now_ms + grace_ms if s.expires_ms is None else s.expires_ms)
+        for s in secrets
+    ]
+    alive = sorted(
+        (s for s in older if (s.expires_ms or 0) > now_ms),
+        key=lambda s: s.expires_ms or 0,
+        reverse=True,
+    )
+    return [SealedSecret(new_sealed), *alive[: MAX_SECRETS - 1]]
 
 
 def encode_secrets(secrets: Sequence[SealedSecret]) -> str:
@@ -60,6 +83,8 @@ def _from_hash(endpoint_id: str, raw: dict[str, str]) -> EndpointRecord:
         created_ms=int(raw["created"]),
         updated_ms=int(raw["updated"]),
         secrets=decode_secrets(raw.get("secrets", "")),
+        signature="ed25519" if raw.get("signature") == "ed25519" else "hmac",
+        public_key=raw.get("public_key") or None,
     )
 
 
@@ -68,21 +93,52 @@ class EndpointStore:
         self._redis = redis
         self._scripts = scripts
 
-    async def save(self, record: EndpointRecord) -> None:
+    async def save(self, record: EndpointRecord, *, with_secrets: bool) -> None:
+        """Write the endpoint; secrets only when asked, so an update never undoes a rotation."""
         types = orjson.dumps(sorted(set(record.event_types))).decode() if record.event_types else ""
-        await self._scripts.run(
-            "endpoint_save",
-            [
-                record.id,
-                "url", record.url,
-                "description", record.description,
-                "event_types", types,
-                "disabled", "1" if record.disabled else "0",
-                "secrets", encode_secrets(record.secrets),
-                "created", record.created_ms,
-                "updated", record.updated_ms,
-            ],
-        )  # fmt: skip
+        fields: list[str | int] = [
+            "url", record.url,
+            "description", record.description,
+            "event_types", types,
+            "disabled", "1" if record.disabled else "0",
+            "created", record.created_ms,
+            "updated", record.updated_ms,
+            "signature", record.signature,
+            "public_key", record.public_key or "",
+        ]  # fmt: skip
+        if with_secrets:
+            fields += ["secrets", encode_secrets(record.secrets)]
+        await self._scripts.run("endpoint_save", [record.id, *fields])
+
+    async def rotate(
+        self, endpoint_id: str, new_sealed: str, public_key: str | None, now_ms: int, grace_ms: int
+    ) -> EndpointRecord | None:
+        """Swap in a new current key, atomically against concurrent rotations."""
+        key = keys.endpoint(endpoint_id)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    await pipe.watch(key)
+                    raw = cast(dict[str, str], await pipe.hgetall(key))
+                    if not raw:
+                        return None
+                    record = _from_hash(endpoint_id, raw)
+                    record.secrets = rotated(record.secrets, new_sealed, now_ms, grace_ms)
+                    record.public_key = public_key
+                    record.updated_ms = now_ms
+                    pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+                    pipe.hset(
+                        key,
+                        mapping={
+                            "secrets": encode_secrets(record.secrets),
+                            "public_key": public_key or "",
+                            "updated": now_ms,
+                        },
+                    )
+                    await pipe.execute()
+                    return record
+                except WatchError:
+                    continue
 
     async def get(self, endpoint_id: str) -> EndpointRecord | None:
         raw = cast(dict[str, str], await self._redis.hgetall(keys.endpoint(endpoint_id)))
