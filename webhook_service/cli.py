@@ -155,7 +155,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser("worker", help="run a Celery delivery worker")
     commands.add_parser("scheduler", help="run the scheduler (retries, lost wake-ups)")
     commands.add_parser("generate-master-key", help="print a new WEBHOOK_MASTER_KEY")
-    args = parser.parse_args(argv)
+    commands.add_parser(
+        "rotate-master-key", help="re-seal endpoint secrets under a new master key", add_help=False
+    )
+    raw = list(sys.argv[1:] if argv is None else argv)
+    if raw[:1] == ["rotate-master-key"]:
+        from webhook_service.rekey import main as rotate_master_key
+
+        return rotate_master_key(raw[1:])
+    args = parser.parse_args(raw)
     if args.command == "generate-master-key":
         print(generate_master_key())
         return 0

@@ -1,0 +1,188 @@
+"""Re-seal every endpoint secret under a new master key, online and resumable.
+
+Each endpoint is rewritten on its own under optimistic locking (WATCH the hash, re-read,
+re-seal, MULTI/HSET/EXEC, retry on a conflict), so an API update or a secret rotation that
+lands mid-run is never overwritten. Secrets already sealed with the new key are left as
+they are: a second run, or a run after a crash, only finishes what is left.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import redis
+
+from webhook_service.crypto import MasterKeyError, SecretBox, generate_master_key
+from webhook_service.store import keys
+from webhook_service.store.endpoints import SealedSecret, decode_secrets, encode_secrets
+
+Outcome = Literal["resealed", "already_current", "missing"]
+
+# Conflicts on one endpoint before giving up: each retry means someone else wrote it.
+_MAX_ATTEMPTS = 50
+
+
+@dataclass
+class RekeyReport:
+    resealed: int = 0  # endpoints rewritten under the new key
+    already_current: int = 0  # endpoints with nothing to do (every secret under the new key)
+    missing: int = 0  # endpoints deleted between the listing and the rewrite
+
+    def __str__(self) -> str:
+        return (
+            f"resealed: {self.resealed}, already current: {self.already_current}, "
+            f"missing (deleted mid-run): {self.missing}"
+        )
+
+
+class RekeyConflict(RuntimeError):
+    """One endpoint kept changing under us; rerun to finish it."""
+
+
+def _text(value: object) -> str:
+    """A reply as text, whether or not the client decodes responses."""
+    if isinstance(value, bytes):
+        return value.decode()
+    return "" if value is None else str(value)
+
+
+def _endpoint_ids(client: redis.Redis, batch: int) -> Iterator[str]:
+    """Every endpoint id, a page at a time (``endpoints`` has score 0, ordered by id)."""
+    lower = "-"
+    while True:
+        page = [_text(i) for i in client.zrangebylex(keys.ENDPOINTS, lower, "+", 0, batch)]
+        yield from page
+        if len(page) < batch:
+            return
+        lower = "(" + page[-1]
+
+
+def _reseal(
+    old: SecretBox, new: SecretBox, endpoint_id: str, secrets: list[SealedSecret]
+) -> list[SealedSecret] | None:
+    """The secrets sealed under ``new``, or None when every one already is."""
+    if all(new.sealed_with_current(s.sealed) for s in secrets):
+        return None
+    resealed: list[SealedSecret] = []
+    for secret in secrets:
+        if new.sealed_with_current(secret.sealed):
+            resealed.append(secret)
+            continue
+        try:
+            plain = old.open(secret.sealed, endpoint_id)
+        except MasterKeyError as exc:
+            raise MasterKeyError(f"endpoint {endpoint_id}: {exc}") from None
+        resealed.append(SealedSecret(new.seal(plain, endpoint_id), secret.expires_ms))
+    return resealed
+
+
+def _rekey_one(client: redis.Redis, old: SecretBox, new: SecretBox, endpoint_id: str) -> Outcome:
+    """Re-seal one endpoint; answers ``resealed``, ``already_current`` or ``missing``."""
+    key = keys.endpoint(endpoint_id)
+    for _ in range(_MAX_ATTEMPTS):
+        with client.pipeline(transaction=True) as pipe:
+            try:
+                # redis-py leaves watch untyped.
+                pipe.watch(key)  # type: ignore[no-untyped-call]
+                # After WATCH the pipeline runs commands at once, like the client.
+                if not pipe.exists(key):
+                    return "missing"
+                text = pipe.hget(key, "secrets")
+                secrets = decode_secrets(_text(text))
+                resealed = _reseal(old, new, endpoint_id, secrets)
+                if resealed is None:
+                    return "already_current"
+                pipe.multi()
+                pipe.hset(key, "secrets", encode_secrets(resealed))
+                pipe.execute()
+                return "resealed"
+            except redis.WatchError:
+                continue  # the endpoint changed since we read it: read it again
+    raise RekeyConflict(f"endpoint {endpoint_id} changed {_MAX_ATTEMPTS} times while re-sealing")
+
+
+def rotate_master_key(
+    client: redis.Redis, old: SecretBox, new: SecretBox, batch: int = 100
+) -> RekeyReport:
+    """Re-seal every endpoint's secrets under ``new``; ``old`` must open them.
+
+    ``old`` and ``new`` may be one keyring holding both keys (current = the new one).
+    """
+    if batch < 1:
+        raise ValueError("batch must be at least 1")
+    report = RekeyReport()
+    for endpoint_id in _endpoint_ids(client, batch):
+        match _rekey_one(client, old, new, endpoint_id):
+            case "resealed":
+                report.resealed += 1
+            case "already_current":
+                report.already_current += 1
+            case "missing":
+                report.missing += 1
+    return report
+
+
+PROCEDURE = """\
+Zero-downtime master-key rotation:
+  1. Restart every API, worker and scheduler process with
+       WEBHOOK_MASTER_KEY=<new key>
+       WEBHOOK_PREVIOUS_MASTER_KEYS=<old key>
+     They seal with the new key and open secrets sealed with either.
+  2. Run, with WEBHOOK_MASTER_KEY=<old key> (or the settings of step 1):
+       webhook-service rotate-master-key --new-key <new key>
+     Run it again until it reports 0 resealed: a run is idempotent and resumable.
+  3. Restart the processes without WEBHOOK_PREVIOUS_MASTER_KEYS, and retire the old key.
+With a rolling restart, first roll out WEBHOOK_PREVIOUS_MASTER_KEYS=<new key> alone (the
+master key still the old one), so no process meets a secret sealed with a key it lacks.
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``webhook-service rotate-master-key [--new-key B64]``; ``argv`` is what follows it."""
+    parser = argparse.ArgumentParser(
+        prog="webhook-service rotate-master-key",
+        description="Re-seal every endpoint secret under a new master key. "
+        "WEBHOOK_MASTER_KEY (and WEBHOOK_PREVIOUS_MASTER_KEYS) must open the stored secrets.",
+    )
+    parser.add_argument(
+        "--new-key",
+        metavar="B64",
+        help="the new master key (base64 of 32 bytes). Without it a key is generated and "
+        "printed, and nothing is re-sealed yet: running processes must learn it first.",
+    )
+    args = parser.parse_args(argv)
+
+    if args.new_key is None:
+        new_key = generate_master_key()
+        print(f"new master key: {new_key}\n")
+        print("Nothing re-sealed yet: no running process knows this key.\n")
+        print(PROCEDURE.replace("<new key>", new_key))
+        return 0
+
+    from webhook_service.config import Settings
+    from webhook_service.store.connect import sync_client
+    from webhook_service.wiring import ConfigurationError, secret_box
+
+    settings = Settings()
+    try:
+        old = secret_box(settings)
+        new = SecretBox(args.new_key)
+    except (ConfigurationError, MasterKeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    client = sync_client(settings.effective_redis_url)
+    try:
+        report = rotate_master_key(client, old, new)
+    except (MasterKeyError, RekeyConflict) as exc:
+        print(f"error: {exc}\nRerun once fixed; finished endpoints are skipped.", file=sys.stderr)
+        return 1
+    finally:
+        client.close()
+    print(f"re-sealed under master key {new.current_kid}: {report}")
+    print(f"new master key: {args.new_key}\n")
+    print(PROCEDURE.replace("<new key>", args.new_key))
+    return 0
