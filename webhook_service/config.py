@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -34,7 +35,7 @@ class Settings(BaseSettings):
     retry_schedule: Annotated[tuple[float, ...], NoDecode] = DEFAULT_RETRY_SCHEDULE
     retry_jitter: float = Field(0.2, ge=0, lt=1)
     # Timeouts and 429 answers wait at least this long before the next attempt.
-    throttle_floor: float = Field(60.0, ge=0)
+    throttle_floor: float = Field(60.0, ge=0, allow_inf_nan=False)
     request_timeout: float = Field(15.0, gt=0)
     connect_timeout: float = Field(5.0, gt=0)
     max_payload_bytes: int = Field(256 * 1024, gt=0)
@@ -62,8 +63,8 @@ class Settings(BaseSettings):
     @field_validator("retry_schedule")
     @classmethod
     def _non_negative(cls, value: tuple[float, ...]) -> tuple[float, ...]:
-        if any(delay < 0 for delay in value):
-            raise ValueError("retry delays cannot be negative")
+        if any(not math.isfinite(delay) or delay < 0 for delay in value):
+            raise ValueError("retry delays must be finite and not negative")
         return value
 
     @field_validator("allowed_networks", mode="before")

@@ -20,7 +20,9 @@ def _unique(types: list[str] | None) -> list[str] | None:
     return sorted(set(types)) if types is not None else None
 
 
-EventTypes = Annotated[list[EventType] | None, Field(max_length=256), AfterValidator(_unique)]
+EventTypes = Annotated[
+    list[EventType] | None, Field(min_length=1, max_length=256), AfterValidator(_unique)
+]
 Url = Annotated[str, StringConstraints(min_length=1, max_length=2048)]
 Description = Annotated[str, StringConstraints(max_length=1024)]
 

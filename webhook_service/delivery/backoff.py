@@ -47,7 +47,7 @@ def parse_retry_after(value: str | None, now_s: float) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         moment = parsedate_to_datetime(value)

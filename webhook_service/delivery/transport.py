@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import aiohttp
+from multidict import CIMultiDict
 
 from webhook_service.delivery.ssrf import DestinationBlocked, Guard, GuardedResolver, blocked_reason
 
@@ -99,7 +100,7 @@ class AiohttpTransport:
             ) as response:
                 body = await response.content.read(self._body_limit)
                 return OutboundResponse(
-                    response.status, body, dict(response.headers), None, elapsed()
+                    response.status, body, CIMultiDict(response.headers), None, elapsed()
                 )
         except DestinationBlocked:
             return OutboundResponse(None, error="destination_blocked", duration_ms=elapsed())

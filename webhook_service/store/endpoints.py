@@ -95,7 +95,11 @@ class EndpointStore:
 
     async def save(self, record: EndpointRecord, *, with_secrets: bool) -> None:
         """Write the endpoint; secrets only when asked, so an update never undoes a rotation."""
-        types = orjson.dumps(sorted(set(record.event_types))).decode() if record.event_types else ""
+        types = (
+            ""
+            if record.event_types is None
+            else orjson.dumps(sorted(set(record.event_types))).decode()
+        )
         fields: list[str | int] = [
             "url", record.url,
             "description", record.description,

@@ -1,0 +1,412 @@
+"""DeliveryEngine: lease, sign, send, record -- with a fake store and a mock transport."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from aiohttp import ClientResponse
+from aioresponses import aioresponses
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+from yarl import URL
+
+from signer import generate_secret
+from webhook_service.crypto import MasterKeyError, SecretBox, generate_master_key
+from webhook_service.delivery.backoff import RetryPolicy
+from webhook_service.delivery.engine import DeliveryEngine, Outcome
+from webhook_service.delivery.ssrf import Guard
+from webhook_service.delivery.transport import (
+    AiohttpTransport,
+    MockTransport,
+    OutboundRequest,
+    OutboundResponse,
+)
+from webhook_service.ids import delivery_id, new_id
+from webhook_service.store.deliveries import Attempt, Job, LeaseResult
+from webhook_service.store.endpoints import SealedSecret, encode_secrets
+
+NOW_MS = time.time_ns() // 1_000_000  # verify() checks the timestamp against the real clock
+ENDPOINT_ID = new_id("ep", NOW_MS - 60_000)
+EVENT_ID = new_id("msg", NOW_MS)
+DELIVERY_ID = delivery_id(EVENT_ID, ENDPOINT_ID)
+URL_OK = "https://receiver.example.com/hook"
+BODY = '{"type":"invoice.paid","data":{"id":"in_1","amount":4200}}'
+
+
+@dataclass
+class FakeStore:
+    """Duck-types DeliveryStore.lease / record and remembers every call."""
+
+    jobs: list[Job]
+    skipped: dict[str, str] = field(default_factory=dict)
+    leases: list[tuple[list[str], str, int, int]] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    async def lease(
+        self, ids: Sequence[str], token: str, now_ms: int, lease_ms: int
+    ) -> LeaseResult:
+        self.leases.append((list(ids), token, now_ms, lease_ms))
+        return LeaseResult(list(self.jobs), dict(self.skipped))
+
+    async def record(self, **kwargs: Any) -> tuple[str, int]:
+        self.records.append(kwargs)
+        if kwargs["success"]:
+            return "succeeded", kwargs["attempt"].number
+        return ("pending" if kwargs["delay_ms"] is not None else "failed"), kwargs["attempt"].number
+
+
+@pytest.fixture
+def box() -> SecretBox:
+    return SecretBox(generate_master_key())
+
+
+def seal(box: SecretBox, *secrets: tuple[str, int | None], endpoint_id: str = ENDPOINT_ID) -> str:
+    return encode_secrets([SealedSecret(box.seal(s, endpoint_id), exp) for s, exp in secrets])
+
+
+def make_job(sealed: str, *, attempt: int = 1, **changes: Any) -> Job:
+    fields: dict[str, Any] = {
+        "delivery_id": DELIVERY_ID,
+        "attempt": attempt,
+        "event_id": EVENT_ID,
+        "endpoint_id": ENDPOINT_ID,
+        "body": BODY,
+        "url": URL_OK,
+        "sealed_secrets": sealed,
+    }
+    fields.update(changes)
+    return Job(**fields)
+
+
+class Receiver:
+    """A MockTransport handler that answers from a script and keeps the requests."""
+
+    def __init__(self, *answers: OutboundResponse) -> None:
+        self.answers = list(answers) or [OutboundResponse(200, b"ok")]
+        self.requests: list[OutboundRequest] = []
+
+    def __call__(self, request: OutboundRequest) -> OutboundResponse:
+        self.requests.append(request)
+        return self.answers[min(len(self.requests), len(self.answers)) - 1]
+
+
+def make_engine(
+    store: FakeStore,
+    box: SecretBox,
+    handler: Callable[[OutboundRequest], Any],
+    policy: RetryPolicy | None = None,
+    clock: Callable[[], int] = lambda: NOW_MS,
+) -> DeliveryEngine:
+    return DeliveryEngine(
+        store,  # type: ignore[arg-type]
+        MockTransport(handler),
+        box,
+        policy or RetryPolicy((0.0, 10.0, 20.0), jitter=0.0),
+        lease_ms=30_000,
+        clock=clock,
+    )
+
+
+def verify(secret: str, request: OutboundRequest) -> Any:
+    return Webhook(secret).verify(request.body, dict(request.headers))
+
+
+# -- the request ------------------------------------------------------------------------------
+
+
+async def test_the_request_is_a_signed_standard_webhook(box: SecretBox) -> None:
+    secret = generate_secret()
+    store = FakeStore([make_job(seal(box, (secret, None)))])
+    receiver = Receiver()
+    await make_engine(store, box, receiver).run([DELIVERY_ID])
+
+    [sent] = receiver.requests
+    assert sent.url == URL_OK
+    assert sent.body == BODY.encode()
+    assert sent.headers["webhook-id"] == EVENT_ID
+    assert sent.headers["webhook-timestamp"] == str(NOW_MS // 1000)
+    assert sent.headers["Content-Type"] == "application/json"
+    assert verify(secret, sent) == {"type": "invoice.paid", "data": {"id": "in_1", "amount": 4200}}
+
+
+async def test_a_different_secret_does_not_verify(box: SecretBox) -> None:
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)))])
+    receiver = Receiver()
+    await make_engine(store, box, receiver).run([DELIVERY_ID])
+    with pytest.raises(WebhookVerificationError):
+        verify(generate_secret(), receiver.requests[0])
+
+
+async def test_a_tampered_body_does_not_verify(box: SecretBox) -> None:
+    secret = generate_secret()
+    store = FakeStore([make_job(seal(box, (secret, None)))])
+    receiver = Receiver()
+    await make_engine(store, box, receiver).run([DELIVERY_ID])
+    sent = receiver.requests[0]
+    with pytest.raises(WebhookVerificationError):
+        Webhook(secret).verify(sent.body.replace(b"4200", b"4201"), dict(sent.headers))
+
+
+async def test_a_rotated_secret_still_in_grace_signs_too(box: SecretBox) -> None:
+    new, old = generate_secret(), generate_secret()
+    sealed = seal(box, (new, None), (old, NOW_MS + 3_600_000))
+    receiver = Receiver()
+    await make_engine(FakeStore([make_job(sealed)]), box, receiver).run([DELIVERY_ID])
+
+    sent = receiver.requests[0]
+    assert len(sent.headers["webhook-signature"].split(" ")) == 2
+    verify(new, sent)
+    verify(old, sent)
+
+
+@pytest.mark.parametrize("expired_at", [NOW_MS - 1, NOW_MS, 0])
+async def test_an_expired_rotated_secret_does_not_sign(box: SecretBox, expired_at: int) -> None:
+    new, old = generate_secret(), generate_secret()
+    sealed = seal(box, (new, None), (old, expired_at))
+    receiver = Receiver()
+    await make_engine(FakeStore([make_job(sealed)]), box, receiver).run([DELIVERY_ID])
+
+    sent = receiver.requests[0]
+    assert len(sent.headers["webhook-signature"].split(" ")) == 1
+    verify(new, sent)
+    with pytest.raises(WebhookVerificationError):
+        verify(old, sent)
+
+
+async def test_a_secret_sealed_for_another_endpoint_does_not_open(box: SecretBox) -> None:
+    sealed = seal(box, (generate_secret(), None), endpoint_id="ep_someone_else")
+    engine = make_engine(FakeStore([make_job(sealed)]), box, Receiver())
+    with pytest.raises(MasterKeyError):
+        await engine.run([DELIVERY_ID])
+
+
+async def test_a_cached_signer_drops_the_old_secret_once_it_expires(box: SecretBox) -> None:
+    new, old = generate_secret(), generate_secret()
+    expires = NOW_MS + 1_000
+    store = FakeStore([make_job(seal(box, (new, None), (old, expires)))])
+    receiver = Receiver()
+    now = [NOW_MS]
+    engine = make_engine(store, box, receiver, clock=lambda: now[0])
+
+    await engine.run([DELIVERY_ID])  # in grace: both sign
+    now[0] = expires  # same sealed secrets, so the same cache entry, but the grace is over
+    await engine.run([DELIVERY_ID])
+
+    before, after = receiver.requests
+    assert len(before.headers["webhook-signature"].split(" ")) == 2
+    assert len(after.headers["webhook-signature"].split(" ")) == 1
+    verify(new, after)
+    with pytest.raises(WebhookVerificationError):
+        verify(old, after)
+
+
+# -- what gets recorded -----------------------------------------------------------------------
+
+
+async def test_lease_gets_the_ids_clock_and_lease_length(box: SecretBox) -> None:
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)))])
+    await make_engine(store, box, Receiver()).run([DELIVERY_ID, "dlv_other"])
+    [(ids, token, now, lease_ms)] = store.leases
+    assert ids == [DELIVERY_ID, "dlv_other"]
+    assert (now, lease_ms) == (NOW_MS, 30_000)
+    # The lease token is what record() must present.
+    assert store.records[0]["token"] == token
+    assert token
+
+
+@pytest.mark.parametrize("status", [200, 202, 204, 299])
+async def test_2xx_records_success_with_no_delay(box: SecretBox, status: int) -> None:
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)), attempt=2)])
+    receiver = Receiver(OutboundResponse(status, b"thanks", duration_ms=12))
+    outcomes = await make_engine(store, box, receiver).run([DELIVERY_ID])
+
+    assert outcomes == [Outcome(DELIVERY_ID, "succeeded", 2)]
+    [record] = store.records
+    assert record["success"] is True
+    assert record["delay_ms"] is None
+    assert record["delivery_id"] == DELIVERY_ID
+    assert record["now_ms"] == NOW_MS
+    assert record["attempt"] == Attempt(
+        number=2,
+        started_ms=NOW_MS,
+        duration_ms=12,
+        status_code=status,
+        error=None,
+        response_body="thanks",
+    )
+
+
+@pytest.mark.parametrize(("status", "scheduled_ms"), [(500, 10_000), (404, 10_000), (301, 10_000)])
+async def test_failure_records_the_policy_delay(
+    box: SecretBox, status: int, scheduled_ms: int
+) -> None:
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)), attempt=1)])
+    receiver = Receiver(OutboundResponse(status, b"\xff oops"))
+    outcomes = await make_engine(store, box, receiver).run([DELIVERY_ID])
+
+    assert outcomes == [Outcome(DELIVERY_ID, "pending", 1)]
+    [record] = store.records
+    assert record["success"] is False
+    assert record["delay_ms"] == scheduled_ms
+    assert record["attempt"].status_code == status
+    # Undecodable bytes are replaced, not fatal.
+    assert record["attempt"].response_body == "\ufffd oops"
+
+
+async def test_failure_delay_is_jittered_around_the_schedule(box: SecretBox) -> None:
+    policy = RetryPolicy((0.0, 10.0, 20.0), jitter=0.2)
+    for _ in range(30):
+        store = FakeStore([make_job(seal(box, (generate_secret(), None)), attempt=2)])
+        await make_engine(store, box, Receiver(OutboundResponse(500)), policy).run([DELIVERY_ID])
+        assert 16_000 <= store.records[0]["delay_ms"] <= 24_000
+
+
+async def test_the_spent_schedule_records_no_delay(box: SecretBox) -> None:
+    # Three entries, and this is attempt 3: nothing is left.
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)), attempt=3)])
+    outcomes = await make_engine(store, box, Receiver(OutboundResponse(500))).run([DELIVERY_ID])
+    assert store.records[0]["success"] is False
+    assert store.records[0]["delay_ms"] is None
+    assert outcomes == [Outcome(DELIVERY_ID, "failed", 3)]
+
+
+async def test_transport_errors_are_recorded_with_their_class(box: SecretBox) -> None:
+    policy = RetryPolicy((0.0, 10.0, 20.0), jitter=0.0, throttle_floor=60.0)
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)), attempt=1)])
+    receiver = Receiver(OutboundResponse(None, error="timeout", duration_ms=15_000))
+    await make_engine(store, box, receiver, policy).run([DELIVERY_ID])
+    [record] = store.records
+    assert record["success"] is False
+    assert record["attempt"].error == "timeout"
+    assert record["attempt"].status_code is None
+    assert record["attempt"].duration_ms == 15_000
+    assert record["delay_ms"] == 60_000  # the throttle floor, not the 10 s schedule
+
+
+async def test_retry_after_from_the_receiver_is_honoured(box: SecretBox) -> None:
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)), attempt=1)])
+    receiver = Receiver(OutboundResponse(503, headers={"Retry-After": "15"}))
+    await make_engine(store, box, receiver).run([DELIVERY_ID])
+    # 10 s scheduled, 15 s asked, within the 2x cap.
+    assert store.records[0]["delay_ms"] == 15_000
+
+
+async def test_a_garbled_retry_after_is_still_recorded(box: SecretBox) -> None:
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)), attempt=1)])
+    receiver = Receiver(OutboundResponse(503, headers={"Retry-After": "\u00b2"}))
+    await make_engine(store, box, receiver).run([DELIVERY_ID])
+    [record] = store.records
+    assert record["success"] is False
+    assert record["delay_ms"] == 10_000  # the header is ignored, the schedule stands
+
+
+async def test_skipped_deliveries_are_reported_and_not_sent(box: SecretBox) -> None:
+    store = FakeStore(
+        [make_job(seal(box, (generate_secret(), None)))],
+        skipped={"dlv_gone": "gone", "dlv_done": "done"},
+    )
+    receiver = Receiver()
+    outcomes = await make_engine(store, box, receiver).run([DELIVERY_ID, "dlv_gone", "dlv_done"])
+    assert set(outcomes) == {
+        Outcome("dlv_gone", "gone"),
+        Outcome("dlv_done", "done"),
+        Outcome(DELIVERY_ID, "succeeded", 1),
+    }
+    assert len(receiver.requests) == 1
+    assert [r["delivery_id"] for r in store.records] == [DELIVERY_ID]
+
+
+async def test_a_batch_sends_every_job_to_its_own_url(box: SecretBox) -> None:
+    secret = generate_secret()
+    sealed = seal(box, (secret, None))
+    jobs = [
+        make_job(sealed, delivery_id=f"dlv_{n}", url=f"https://r{n}.example.com/", event_id=f"m{n}")
+        for n in range(5)
+    ]
+    store = FakeStore(jobs)
+    receiver = Receiver()
+    outcomes = await make_engine(store, box, receiver).run([j.delivery_id for j in jobs])
+    assert sorted(o.delivery_id for o in outcomes) == [f"dlv_{n}" for n in range(5)]
+    assert sorted(r.url for r in receiver.requests) == [
+        f"https://r{n}.example.com/" for n in range(5)
+    ]
+    for sent in receiver.requests:
+        verify(secret, sent)
+        assert sent.url == f"https://r{sent.headers['webhook-id'][1:]}.example.com/"
+
+
+async def test_an_async_handler_works_the_same(box: SecretBox) -> None:
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)))])
+
+    async def handler(request: OutboundRequest) -> OutboundResponse:
+        return OutboundResponse(204)
+
+    assert await make_engine(store, box, handler).run([DELIVERY_ID]) == [
+        Outcome(DELIVERY_ID, "succeeded", 1)
+    ]
+
+
+async def test_a_changed_secret_list_is_not_served_from_the_signer_cache(box: SecretBox) -> None:
+    first, second = generate_secret(), generate_secret()
+    receiver = Receiver()
+    store = FakeStore([make_job(seal(box, (first, None)))])
+    engine = make_engine(store, box, receiver)
+    await engine.run([DELIVERY_ID])
+    store.jobs = [make_job(seal(box, (second, None)))]
+    await engine.run([DELIVERY_ID])
+    verify(first, receiver.requests[0])
+    verify(second, receiver.requests[1])
+    with pytest.raises(WebhookVerificationError):
+        verify(first, receiver.requests[1])
+
+
+# -- through the real transport ----------------------------------------------------------------
+
+
+class _Response(ClientResponse):
+    """aioresponses 0.7.9 vs aiohttp 3.14: see test_transport.py."""
+
+    def __init__(self, method: str, url: URL, **kwargs: Any) -> None:
+        kwargs.setdefault("stream_writer", SimpleNamespace(output_size=0))
+        super().__init__(method, url, **kwargs)
+
+
+@pytest.fixture
+def http() -> Iterator[aioresponses]:
+    with aioresponses() as mocked:
+        yield mocked
+
+
+async def _run_over_http(box: SecretBox, http: aioresponses, headers: dict[str, str]) -> int:
+    http.post(URL_OK, status=503, headers=headers, response_class=_Response)
+    transport = AiohttpTransport(Guard(), total_timeout=5, connect_timeout=1, body_limit=64)
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)), attempt=1)])
+    engine = DeliveryEngine(
+        store,  # type: ignore[arg-type]
+        transport,
+        box,
+        RetryPolicy((0.0, 10.0, 20.0), jitter=0.0),
+        lease_ms=30_000,
+        clock=lambda: NOW_MS,
+    )
+    try:
+        await engine.run([DELIVERY_ID])
+    finally:
+        await transport.close()
+    assert len(http.requests[("POST", URL(URL_OK))]) == 1
+    delay: int = store.records[0]["delay_ms"]
+    return delay
+
+
+async def test_retry_after_over_http(box: SecretBox, http: aioresponses) -> None:
+    assert await _run_over_http(box, http, {"Retry-After": "15"}) == 15_000
+
+
+async def test_retry_after_header_name_is_case_insensitive(
+    box: SecretBox, http: aioresponses
+) -> None:
+    assert await _run_over_http(box, http, {"retry-after": "15"}) == 15_000

@@ -1,0 +1,109 @@
+"""The Lua scripts take every key name from keys.LUA_KEYS, so names live in one place."""
+
+from __future__ import annotations
+
+import re
+from importlib.resources import files
+
+import pytest
+
+from webhook_service.store import keys
+from webhook_service.store.scripts import NAMES, source
+
+LUA_DIR = files("webhook_service.store") / "lua"
+LUA_FILES = sorted(p.name for p in LUA_DIR.iterdir() if p.name.endswith(".lua"))
+# K.name, but not a longer identifier that merely ends in K (e.g. "BACK.x").
+K_FIELD = re.compile(r"(?<![A-Za-z0-9_])K\.([A-Za-z_][A-Za-z0-9_]*)")
+PREAMBLE_ENTRY = re.compile(r'([A-Za-z_][A-Za-z0-9_]*) = "((?:[^"\\]|\\.)*)"')
+
+
+def _code(file: str) -> str:
+    """A script's text without Lua comments (block comments first, then line comments)."""
+    text = (LUA_DIR / file).read_text()
+    text = re.sub(r"--\[(=*)\[.*?\]\1\]", "", text, flags=re.DOTALL)
+    return re.sub(r"--[^\n]*", "", text)
+
+
+def _preamble(name: str) -> str:
+    return source(name).split("\n", 1)[0]
+
+
+def test_every_script_name_has_a_file_and_every_file_is_used() -> None:
+    assert sorted(f"{name}.lua" for name in NAMES) == sorted(set(LUA_FILES) - {"common.lua"})
+    assert "common.lua" in LUA_FILES
+    assert len(set(NAMES)) == len(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_source_starts_with_the_key_table(name: str) -> None:
+    text = source(name)
+    assert text.startswith("local K = {")
+    first = _preamble(name)
+    assert first.endswith("}")
+    table = dict(PREAMBLE_ENTRY.findall(first[len("local K = {") : -1]))
+    assert table == keys.LUA_KEYS
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_source_is_preamble_then_common_then_the_script(name: str) -> None:
+    text = source(name)
+    common = (LUA_DIR / "common.lua").read_text()
+    own = (LUA_DIR / f"{name}.lua").read_text()
+    assert text == "\n".join((_preamble(name), common, own))
+
+
+def test_every_script_gets_the_same_preamble() -> None:
+    assert len({_preamble(name) for name in NAMES}) == 1
+
+
+def test_the_preamble_is_the_only_place_k_is_defined() -> None:
+    for file in LUA_FILES:
+        text = _code(file)
+        assert re.search(r"\blocal\s+K\b", text) is None, file
+        assert re.search(r"(?<![.\w])K\s*=", text) is None, file
+
+
+@pytest.mark.parametrize("file", LUA_FILES)
+def test_every_k_field_a_script_uses_exists_in_lua_keys(file: str) -> None:
+    text = (LUA_DIR / file).read_text()
+    used = set(K_FIELD.findall(text))
+    missing = used - set(keys.LUA_KEYS)
+    assert not missing, f"{file} uses K.{sorted(missing)} which keys.LUA_KEYS does not define"
+
+
+def test_scripts_spell_no_key_prefix_of_their_own() -> None:
+    # A literal "whs:1:" in Lua would be a second place where a key name is spelled.
+    for file in LUA_FILES:
+        assert keys.PREFIX not in (LUA_DIR / file).read_text(), file
+
+
+def test_comment_stripping_keeps_code() -> None:
+    assert "K.due" in _code("claim_due.lua")
+    assert "scripts.py prepends" not in _code("common.lua")
+
+
+def test_the_scan_would_notice_an_unknown_key() -> None:
+    sample = "redis.call('ZADD', K.due, 1, id)\nlocal x = K.nonexistent .. id -- K.in_comment"
+    assert set(K_FIELD.findall(sample)) - set(keys.LUA_KEYS) == {"nonexistent", "in_comment"}
+
+
+def test_lua_keys_all_live_under_the_prefix() -> None:
+    for field, value in keys.LUA_KEYS.items():
+        if field == "attempts_suffix":
+            assert value.startswith(":")
+        else:
+            assert value.startswith(keys.PREFIX), field
+
+
+def test_python_key_helpers_match_the_lua_templates() -> None:
+    assert keys.endpoint("ep_1") == keys.LUA_KEYS["endpoint"] + "ep_1"
+    assert keys.delivery("d") == keys.LUA_KEYS["delivery"] + "d"
+    assert keys.attempts("d") == keys.LUA_KEYS["delivery"] + "d" + keys.LUA_KEYS["attempts_suffix"]
+    assert keys.event("m") == keys.LUA_KEYS["event"] + "m"
+    assert keys.deliveries_by_status("failed") == keys.LUA_KEYS["dlv_by_status"] + "failed"
+    assert keys.deliveries_by_endpoint("ep") == keys.LUA_KEYS["dlv_by_endpoint"] + "ep"
+    assert keys.deliveries_by_type("a.b") == keys.LUA_KEYS["dlv_by_type"] + "a.b"
+    assert keys.idempotency("k1", "abc") == keys.LUA_KEYS["idem"] + "k1:abc"
+    assert keys.LUA_KEYS["due"] == keys.DUE
+    assert keys.LUA_KEYS["endpoints"] == keys.ENDPOINTS
+    assert keys.LUA_KEYS["sub_all"] == keys.SUB_ALL

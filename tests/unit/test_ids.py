@@ -1,0 +1,130 @@
+"""Time-sortable ids: order, time bounds, round trips, delivery ids and shape checks."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from webhook_service.ids import delivery_id, id_bound, id_time_ms, looks_like, new_id
+
+MAX_MS = 2**48 - 1  # 48 bits of milliseconds: the year 10889
+ms_values = st.integers(min_value=0, max_value=MAX_MS)
+CROCKFORD = set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+
+
+def test_an_id_is_prefix_underscore_and_26_crockford_chars() -> None:
+    identifier = new_id("msg", 1_700_000_000_000)
+    prefix, sep, body = identifier.partition("_")
+    assert (prefix, sep) == ("msg", "_")
+    assert len(body) == 26
+    assert set(body) <= CROCKFORD
+
+
+def test_ids_of_the_same_ms_differ() -> None:
+    assert len({new_id("msg", 1_700_000_000_000) for _ in range(1000)}) == 1000
+
+
+def test_without_a_time_the_clock_is_used() -> None:
+    before = time.time_ns() // 1_000_000
+    identifier = new_id("msg")
+    after = time.time_ns() // 1_000_000
+    assert before <= id_time_ms(identifier) <= after
+
+
+@given(st.lists(ms_values, min_size=2, max_size=30))
+def test_sorting_ids_sorts_by_time(times: list[int]) -> None:
+    ids = [new_id("evt", ms) for ms in times]
+    assert [id_time_ms(i) for i in sorted(ids)] == sorted(times)
+
+
+@given(ms_values, ms_values)
+def test_a_later_ms_always_sorts_after(a: int, b: int) -> None:
+    if a < b:
+        assert new_id("evt", a) < new_id("evt", b)
+
+
+@given(ms_values)
+def test_id_time_ms_round_trips(ms: int) -> None:
+    assert id_time_ms(new_id("evt", ms)) == ms
+
+
+@pytest.mark.parametrize("ms", [0, 1, 31, 32, 1_700_000_000_000, MAX_MS])
+def test_id_time_ms_round_trips_at_the_edges(ms: int) -> None:
+    assert id_time_ms(new_id("evt", ms)) == ms
+    assert id_time_ms(id_bound("evt", ms, upper=False)) == ms
+    assert id_time_ms(id_bound("evt", ms, upper=True)) == ms
+
+
+@given(ms_values)
+def test_id_bound_brackets_every_id_of_that_ms(ms: int) -> None:
+    low = id_bound("evt", ms, upper=False)
+    high = id_bound("evt", ms, upper=True)
+    for _ in range(20):
+        assert low <= new_id("evt", ms) <= high
+    if ms > 0:
+        assert new_id("evt", ms - 1) < low
+    if ms < MAX_MS:
+        assert high < new_id("evt", ms + 1)
+
+
+def test_bounds_are_the_extreme_random_parts() -> None:
+    assert id_bound("evt", 5, upper=False).endswith("0" * 16)
+    assert id_bound("evt", 5, upper=True).endswith("Z" * 16)
+    assert looks_like(id_bound("evt", 5, upper=True), "evt")
+
+
+def test_delivery_id_is_deterministic_and_distinct() -> None:
+    event, endpoint = new_id("msg", 1000), new_id("ep", 2000)
+    assert delivery_id(event, endpoint) == delivery_id(event, endpoint)
+    assert delivery_id(event, endpoint) != delivery_id(event, new_id("ep", 2000))
+    assert delivery_id(event, endpoint) != delivery_id(new_id("msg", 1000), endpoint)
+
+
+def test_delivery_id_joins_the_two_bodies() -> None:
+    event, endpoint = new_id("msg", 1000), new_id("ep", 2000)
+    dlv = delivery_id(event, endpoint)
+    assert dlv == "dlv_" + event[4:] + endpoint[3:]
+    assert looks_like(dlv, "dlv")
+    # A delivery sorts by its event's time: history of deliveries pages by event time.
+    assert id_time_ms(dlv) == 1000
+
+
+def test_delivery_id_matches_what_the_ingest_script_builds() -> None:
+    # ingest.lua: 'dlv_' .. string.sub(event_id, 5) .. string.sub(ep, 4)
+    event, endpoint = new_id("msg", 1), new_id("ep", 2)
+    assert delivery_id(event, endpoint) == "dlv_" + event[5 - 1 :] + endpoint[4 - 1 :]
+
+
+@pytest.mark.parametrize("prefix", ["msg", "ep", "evt", "x"])
+def test_looks_like_accepts_fresh_ids(prefix: str) -> None:
+    assert looks_like(new_id(prefix), prefix)
+
+
+@pytest.mark.parametrize(
+    ("identifier", "prefix"),
+    [
+        (new_id("msg", 1), "ep"),  # another prefix
+        (new_id("msg", 1), "ms"),
+        ("msg" + new_id("msg", 1)[3:].replace("_", "-"), "msg"),  # wrong separator
+        (new_id("msg", 1)[:-1], "msg"),  # too short
+        (new_id("msg", 1) + "0", "msg"),  # too long
+        (new_id("msg", 1)[:-1] + "U", "msg"),  # U is not Crockford
+        (new_id("msg", 1)[:-1] + "I", "msg"),
+        (new_id("msg", 1)[:-1] + "a", "msg"),  # lower case
+        (new_id("msg", 1)[:-1] + "!", "msg"),
+        ("msg_", "msg"),
+        ("", "msg"),
+        ("msg_../../etc/passwd", "msg"),
+    ],
+)
+def test_looks_like_rejects_anything_else(identifier: str, prefix: str) -> None:
+    assert not looks_like(identifier, prefix)
+
+
+def test_looks_like_rejects_the_wrong_kind_of_delivery_id() -> None:
+    dlv = delivery_id(new_id("msg", 1), new_id("ep", 2))
+    assert not looks_like(dlv, "msg")
+    assert not looks_like(dlv[:-1], "dlv")
