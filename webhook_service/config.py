@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     def _non_negative(cls, value: tuple[float, ...]) -> tuple[float, ...]:
         if any(not math.isfinite(delay) or delay < 0 for delay in value):
             raise ValueError("retry delays must be finite and not negative")
+        if value[0] != 0:
+            # The first attempt goes out as soon as the event is stored.
+            raise ValueError("the first entry is the first attempt and must be 0")
         return value
 
     @field_validator("allowed_networks", mode="before")

@@ -67,6 +67,7 @@ def _new_key(signature: str, supplied: str | None = None) -> tuple[str, str | No
         if signature == "ed25519":
             return generate_keypair()
         return generate_secret(), None
+    supplied = supplied.strip()
     prefix = "whsk_" if signature == "ed25519" else "whsec_"
     try:
         if not supplied.startswith(prefix):

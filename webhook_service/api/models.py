@@ -28,7 +28,8 @@ Description = Annotated[str, StringConstraints(max_length=1024)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: "no" is not a boolean and "5" is not a number, as the OpenAPI schema says.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class EventIn(_Strict):

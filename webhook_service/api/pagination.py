@@ -20,7 +20,7 @@ def query_problem(parameter: str, detail: str) -> ProblemError:
 
 def page_params(request: web.Request) -> tuple[int, str | None]:
     raw = request.query.get("limit", str(DEFAULT_LIMIT))
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIMIT:
         raise query_problem("limit", f"an integer from 1 to {MAX_LIMIT}")
     cursor = request.query.get("cursor") or None
     if cursor is not None and (len(cursor) > 128 or not cursor.isascii()):

@@ -12,7 +12,7 @@ from typing import cast
 
 from redis.asyncio import Redis
 
-from webhook_service.ids import id_bound
+from webhook_service.ids import id_bound, id_time_ms
 from webhook_service.store import keys
 from webhook_service.store.deliveries import DeliveryRecord, DeliveryStore
 
@@ -91,6 +91,12 @@ async def _from_event(
     """An event names its own deliveries: read them, no index needed."""
     dlvs = cast(str | None, await redis.hget(keys.event(query.event_id or ""), "dlvs"))
     ids = sorted((d for d in (dlvs or "").split(",") if d), reverse=True)
+    # An event's deliveries share its time: the range keeps all of them or none.
+    event_ms = id_time_ms(query.event_id or "")
+    if (query.since_ms is not None and event_ms < query.since_ms) or (
+        query.until_ms is not None and event_ms > query.until_ms
+    ):
+        return Page([], None)
     if cursor:
         ids = [d for d in ids if d < cursor]
     items: list[DeliveryRecord] = []
