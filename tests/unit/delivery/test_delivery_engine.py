@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from aiohttp import ClientResponse
 from aioresponses import aioresponses
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from yarl import URL
 
 from signer import generate_secret
+from tests.support.mock_http import CompatResponse
 from webhook_service.crypto import MasterKeyError, SecretBox, generate_master_key
 from webhook_service.delivery.backoff import RetryPolicy
 from webhook_service.delivery.engine import DeliveryEngine, Outcome
@@ -367,22 +366,8 @@ async def test_a_changed_secret_list_is_not_served_from_the_signer_cache(box: Se
 # -- through the real transport ----------------------------------------------------------------
 
 
-class _Response(ClientResponse):
-    """aioresponses 0.7.9 vs aiohttp 3.14: see test_transport.py."""
-
-    def __init__(self, method: str, url: URL, **kwargs: Any) -> None:
-        kwargs.setdefault("stream_writer", SimpleNamespace(output_size=0))
-        super().__init__(method, url, **kwargs)
-
-
-@pytest.fixture
-def http() -> Iterator[aioresponses]:
-    with aioresponses() as mocked:
-        yield mocked
-
-
 async def _run_over_http(box: SecretBox, http: aioresponses, headers: dict[str, str]) -> int:
-    http.post(URL_OK, status=503, headers=headers, response_class=_Response)
+    http.post(URL_OK, status=503, headers=headers, response_class=CompatResponse)
     transport = AiohttpTransport(Guard(), total_timeout=5, connect_timeout=1, body_limit=64)
     store = FakeStore([make_job(seal(box, (generate_secret(), None)), attempt=1)])
     engine = DeliveryEngine(

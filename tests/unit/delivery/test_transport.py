@@ -7,7 +7,7 @@ literal check runs before the session is asked for anything.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,6 +16,7 @@ import pytest
 from aioresponses import aioresponses
 from yarl import URL
 
+from tests.support.mock_http import CompatResponse
 from webhook_service.delivery.ssrf import DestinationBlocked, Guard
 from webhook_service.delivery.transport import (
     USER_AGENT,
@@ -29,26 +30,8 @@ URL_OK = "https://receiver.example.com/hook"
 BODY = b'{"type":"invoice.paid"}'
 
 
-class _Response(aiohttp.ClientResponse):
-    """aioresponses 0.7.9 predates aiohttp 3.14's required ``stream_writer`` argument.
-
-    Upstream: https://github.com/pnuckowski/aioresponses/issues/289 -- drop this once a
-    release passes it.
-    """
-
-    def __init__(self, method: str, url: URL, **kwargs: Any) -> None:
-        kwargs.setdefault("stream_writer", SimpleNamespace(output_size=0))
-        super().__init__(method, url, **kwargs)
-
-
-@pytest.fixture
-def http() -> Iterator[aioresponses]:
-    with aioresponses() as mocked:
-        yield mocked
-
-
 def reply(http: aioresponses, url: str = URL_OK, **kwargs: Any) -> None:
-    http.post(url, response_class=_Response, **kwargs)
+    http.post(url, response_class=CompatResponse, **kwargs)
 
 
 def calls(http: aioresponses) -> list[tuple[str, URL]]:
