@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from tests.integration.conftest import (
@@ -9,9 +10,13 @@ from tests.integration.conftest import (
     create_endpoint,
     delivery_statuses,
     send_event,
+    settings_for,
     wait_for,
 )
 from tests.support.receiver import Receiver
+from tests.support.stack import Stack
+from webhook_service.store.keys import QUEUE_FRESH, QUEUE_RETRY
+from workers.celery_app import TASK_DELIVER, make_app
 
 
 async def test_fan_out_by_type_is_exact_and_verified(api: Api, receiver: Receiver) -> None:
@@ -112,3 +117,31 @@ async def test_exhausted_delivery_fails_then_manual_retry_succeeds(
     status, delivery, _ = await api.call("GET", f"/v1/deliveries/{delivery_id}")
     assert delivery["attempts"] == 5
     assert delivery["attempt_log"][-1]["status_code"] == 200
+
+
+async def test_a_repeated_wake_up_never_sends_a_succeeded_delivery_again(
+    api: Api, receiver: Receiver, stack: Stack
+) -> None:
+    endpoint = await create_endpoint(api, receiver, "once", ["once.test"])
+    event_id = await send_event(api, "once.test", {"n": 1})
+
+    async def succeeded() -> bool:
+        return (await delivery_statuses(api, event_id)) == {endpoint["id"]: "succeeded"}
+
+    await wait_for(succeeded)
+    _, page, _ = await api.call("GET", f"/v1/deliveries?event_id={event_id}")
+    delivery_id = page["data"][0]["id"]
+    # The same Celery message again, on both queues, as a broker redelivery would do.
+    app = make_app(settings_for(stack))
+    for queue in (QUEUE_FRESH, QUEUE_RETRY):
+        app.send_task(TASK_DELIVER, args=[[delivery_id]], queue=queue)
+    marker = await send_event(api, "once.test", {"n": 2})  # queued behind the repeats
+
+    async def marker_arrived() -> bool:
+        return any(r.webhook_id == marker for r in receiver.for_endpoint("once"))
+
+    await wait_for(marker_arrived)
+    await asyncio.sleep(0.5)
+    assert [r.webhook_id for r in receiver.for_endpoint("once")].count(event_id) == 1
+    _, delivery, _ = await api.call("GET", f"/v1/deliveries/{delivery_id}")
+    assert delivery["attempts"] == 1 and len(delivery["attempt_log"]) == 1
