@@ -12,14 +12,13 @@ import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from math import inf
 
 from signer import Signer
 from webhook_service.crypto import SecretBox
 from webhook_service.delivery.backoff import RetryPolicy, parse_retry_after
 from webhook_service.delivery.transport import OutboundRequest, OutboundResponse, Transport
 from webhook_service.store.deliveries import Attempt, DeliveryStore, Job
-from webhook_service.store.endpoints import decode_secrets, open_secrets
+from webhook_service.store.endpoints import open_secrets
 from webhook_service.timeutil import now_ms
 
 log = logging.getLogger(__name__)
@@ -67,10 +66,9 @@ class DeliveryEngine:
         cached = self._signers.get(cache_key)
         if cached is not None and now < cached[1]:
             return cached[0]
-        plain = open_secrets(self._box, job.endpoint_id, job.sealed_secrets, now)
-        expiries = [s.expires_ms for s in decode_secrets(job.sealed_secrets) if s.expires_ms]
+        plain, valid_until = open_secrets(self._box, job.endpoint_id, job.sealed_secrets, now)
         signer = Signer(plain)
-        self._signers[cache_key] = (signer, min((e for e in expiries if e > now), default=inf))
+        self._signers[cache_key] = (signer, valid_until)
         if len(self._signers) > _SIGNER_CACHE_SIZE:
             self._signers.popitem(last=False)
         return signer

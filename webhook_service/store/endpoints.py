@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from math import inf
 from typing import Literal, cast
 
 import orjson
@@ -63,13 +64,14 @@ def decode_secrets(text: str) -> list[SealedSecret]:
     return [SealedSecret(item["k"], item["exp"]) for item in orjson.loads(text or "[]")]
 
 
-def open_secrets(box: SecretBox, endpoint_id: str, text: str, now_ms: int) -> list[str]:
-    """The plain secrets still valid now, current first: every one of them signs."""
-    return [
-        box.open(s.sealed, endpoint_id)
-        for s in decode_secrets(text)
-        if s.expires_ms is None or s.expires_ms > now_ms
-    ]
+def open_secrets(
+    box: SecretBox, endpoint_id: str, text: str, now_ms: int
+) -> tuple[list[str], float]:
+    """The plain secrets still valid now, current first (every one of them signs), and the
+    ms at which the first of them expires, when this set must be opened again."""
+    live = [s for s in decode_secrets(text) if s.expires_ms is None or s.expires_ms > now_ms]
+    expiry = min((s.expires_ms for s in live if s.expires_ms is not None), default=inf)
+    return [box.open(s.sealed, endpoint_id) for s in live], expiry
 
 
 def _from_hash(endpoint_id: str, raw: dict[str, str]) -> EndpointRecord:
