@@ -14,20 +14,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from webhook_service import logs
+from webhook_service.admin import cli as admin
 from webhook_service.config import Settings
 from webhook_service.crypto import generate_master_key
 
 log = logging.getLogger("webhook_service")
 
 ROLES = ("api", "worker", "scheduler")
-
-
-def _setup_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
 
 
 def _run_api(settings: Settings) -> int:
@@ -158,17 +152,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser(
         "rotate-master-key", help="re-seal endpoint secrets under a new master key", add_help=False
     )
+    # endpoints, events, deliveries, stats: clients of a running API, configured by their own
+    # --url/--key, never by the service's settings.
+    admin.register(commands)
     raw = list(sys.argv[1:] if argv is None else argv)
     if raw[:1] == ["rotate-master-key"]:
         from webhook_service.rekey import main as rotate_master_key
 
         return rotate_master_key(raw[1:])
     args = parser.parse_args(raw)
+    if getattr(args, "admin", None) is not None:
+        return admin.run(args)
     if args.command == "generate-master-key":
         print(generate_master_key())
         return 0
     settings = Settings()
-    _setup_logging(settings)
+    logs.setup(settings, args.command)
     runners = {
         "up": _run_up,
         "api": _run_api,

@@ -39,18 +39,43 @@ class Settings(BaseSettings):
     request_timeout: float = Field(15.0, gt=0)
     connect_timeout: float = Field(5.0, gt=0)
     max_payload_bytes: int = Field(256 * 1024, gt=0)
+    # Shape of accepted JSON: nesting levels, and object keys counted over the whole body.
+    max_json_depth: int = Field(32, ge=2)
+    max_json_keys: int = Field(10_000, ge=1)
+    # Request line plus header lines, in bytes, and how many headers: beyond either, a 431.
+    # The HTTP parser itself cuts off at twice these (a plain-text 400; see api/limits.py).
+    max_header_bytes: int = Field(16 * 1024, ge=1024)
+    max_headers: int = Field(100, ge=10)
     response_body_limit: int = Field(4096, ge=0)
     idempotency_ttl: int = Field(86400, gt=0)
     durability: Literal["everysec", "strict"] = "everysec"
     allowed_networks: Annotated[tuple[str, ...], NoDecode] = ()
     https_only: bool = False
 
+    # An endpoint that only fails, exhausting deliveries, for this long is disabled.
+    disable_after: float = Field(5 * 86400.0, ge=0, allow_inf_nan=False)
+    # Requests in flight to one endpoint, across every worker: a slow receiver holds at most
+    # this many, so it cannot take all the workers' capacity from the others.
+    endpoint_concurrency: int = Field(10, ge=1)
+
     worker_concurrency: int = Field(2, ge=1)
+    # Sends one worker process keeps in flight; a wake-up waits for room below this.
+    worker_max_in_flight: int = Field(100, ge=1)
     batch_size: int = Field(50, ge=1)
     scheduler_interval: float = Field(0.5, gt=0)
     # A wake-up not picked up within this long is presumed lost and sent again.
     wakeup_grace: float = Field(30.0, gt=0)
+    # Tick mode (no always-on workers): the bearer secret of POST /v1/cron/tick, which is
+    # not served (404) while this is unset; and whether the API publishes Celery wake-ups,
+    # which nobody would consume there.
+    cron_secret: SecretStr | None = None
+    wake_workers: bool = True
+    # Events, deliveries and attempts older than this are trimmed by the scheduler.
+    retention_days: float = Field(30.0, gt=0, allow_inf_nan=False)
+    # /readyz fails when the acting scheduler has not finished a pass for this long.
+    scheduler_max_lag: float = Field(30.0, gt=0)
     log_level: str = "INFO"
+    log_format: Literal["console", "json"] = "console"
 
     @field_validator("retry_schedule", mode="before")
     @classmethod

@@ -18,6 +18,7 @@ import redis
 
 from webhook_service.crypto import MasterKeyError, SecretBox, generate_master_key
 from webhook_service.store import keys
+from webhook_service.store.apikeys import reseal_pepper
 from webhook_service.store.endpoints import SealedSecret, decode_secrets, encode_secrets
 
 Outcome = Literal["resealed", "already_current", "missing"]
@@ -108,7 +109,8 @@ def _rekey_one(client: redis.Redis, old: SecretBox, new: SecretBox, endpoint_id:
 def rotate_master_key(
     client: redis.Redis, old: SecretBox, new: SecretBox, batch: int = 100
 ) -> RekeyReport:
-    """Re-seal every endpoint's secrets under ``new``; ``old`` must open them.
+    """Re-seal every endpoint's secrets, and the API keys' pepper, under ``new``; ``old``
+    must open them.
 
     ``old`` and ``new`` may be one keyring holding both keys (current = the new one).
     """
@@ -123,6 +125,7 @@ def rotate_master_key(
                 report.already_current += 1
             case "missing":
                 report.missing += 1
+    reseal_pepper(client, old, new)
     return report
 
 

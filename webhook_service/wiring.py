@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from redis.asyncio import Redis
+
 from webhook_service.config import Settings
 from webhook_service.crypto import SecretBox
 from webhook_service.delivery.backoff import RetryPolicy
+from webhook_service.delivery.engine import DeliveryEngine
 from webhook_service.delivery.ssrf import Guard
+from webhook_service.delivery.transport import AiohttpTransport, Transport
+from webhook_service.store.deliveries import DeliveryStore, HealthPolicy
+from webhook_service.store.scripts import Scripts
 
 
 class ConfigurationError(RuntimeError):
@@ -32,3 +38,30 @@ def guard(settings: Settings) -> Guard:
 
 def retry_policy(settings: Settings) -> RetryPolicy:
     return RetryPolicy(settings.retry_schedule, settings.retry_jitter, settings.throttle_floor)
+
+
+def health_policy(settings: Settings) -> HealthPolicy:
+    return HealthPolicy(int(settings.disable_after * 1000), settings.max_attempts)
+
+
+def delivery_engine(settings: Settings, client: Redis, transport: Transport) -> DeliveryEngine:
+    return DeliveryEngine(
+        DeliveryStore(client, Scripts(client)),
+        transport,
+        secret_box(settings),
+        retry_policy(settings),
+        health_policy(settings),
+        lease_ms=int(settings.lease_seconds * 1000),
+        endpoint_concurrency=settings.endpoint_concurrency,
+        max_in_flight=settings.worker_max_in_flight,
+    )
+
+
+def aiohttp_transport(settings: Settings) -> AiohttpTransport:
+    """Call from inside the event loop that will use it: the session binds to that loop."""
+    return AiohttpTransport(
+        guard(settings),
+        total_timeout=settings.request_timeout,
+        connect_timeout=settings.connect_timeout,
+        body_limit=settings.response_body_limit,
+    )

@@ -14,6 +14,7 @@ from kombu import Queue
 
 from webhook_service.config import Settings
 from webhook_service.store.keys import QUEUE_FRESH, QUEUE_RETRY
+from webhook_service.store.redis_url import celery_broker
 
 TASK_DELIVER = "whs.deliver"
 
@@ -23,9 +24,14 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     # another worker before that (the double-send bug of a too-short ack deadline).
     time_limit = int(settings.lease_seconds) + 30
     visibility = max(3600, time_limit * 4)
-    transport = {"visibility_timeout": visibility}
+    transport: dict[str, Any] = {"visibility_timeout": visibility}
+    broker_url = None
+    if settings.redis_url is not None:
+        # sentinel:// becomes kombu's own Sentinel spelling, with the primary's name.
+        broker_url, sentinel_options = celery_broker(settings.redis_url)
+        transport.update(sentinel_options)
     return {
-        "broker_url": settings.redis_url,
+        "broker_url": broker_url,
         "broker_transport_options": transport,
         "result_backend_transport_options": transport,
         "visibility_timeout": visibility,
@@ -44,8 +50,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_queues": (Queue(QUEUE_FRESH), Queue(QUEUE_RETRY)),
         "worker_hijack_root_logger": False,
         "worker_send_task_events": True,
-        "task_send_sent_event": False,
-        "imports": ("workers.tasks",),
+        # Task events (sent, received, succeeded...) and worker heartbeats: what Flower shows.
+        "task_send_sent_event": True,
+        "imports": ("workers.tasks", "workers.signals"),
     }
 
 

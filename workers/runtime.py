@@ -1,32 +1,50 @@
 """One event loop, one Redis client and one keep-alive HTTP session per worker process.
 
-Celery has no async tasks; each process keeps a loop alive between tasks so connections
-and sessions are reused, and a task runs one batch of deliveries on it concurrently.
-Built lazily on the first task, so it is created after the prefork fork, never before.
+Celery has no async tasks. Each process runs its loop in a thread of its own, so sends go
+on between tasks: a task leases its batch on that loop and returns, and the sends finish in
+the background (see ``DeliveryEngine.start``). Built lazily on the first task, so it is
+created after the prefork fork, never before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from webhook_service.config import Settings
 from webhook_service.delivery.engine import DeliveryEngine
-from webhook_service.delivery.transport import AiohttpTransport, Transport
+from webhook_service.delivery.transport import Transport
 from webhook_service.store.connect import async_client
-from webhook_service.store.deliveries import DeliveryStore
-from webhook_service.store.scripts import Scripts
-from webhook_service.wiring import guard, retry_policy, secret_box
+from webhook_service.wiring import aiohttp_transport, delivery_engine
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass
 class Runtime:
     loop: asyncio.AbstractEventLoop
+    thread: threading.Thread
     engine: DeliveryEngine
     transport: Transport
+    drain_seconds: float
+
+    def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
     def close(self) -> None:
-        self.loop.run_until_complete(self.transport.close())
+        # A warm shutdown lets the sends in flight finish; what does not finish in time is
+        # leased, and the scheduler wakes it again when the lease runs out.
+        left = self.call(self.engine.drain(self.drain_seconds))
+        if left:
+            log.warning("%d sends still in flight at shutdown; their leases will expire", left)
+        self.call(self.transport.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
         self.loop.close()
 
 
@@ -35,26 +53,16 @@ _current: Runtime | None = None
 
 def build(settings: Settings) -> Runtime:
     loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    client = async_client(settings.effective_redis_url)
+    thread = threading.Thread(target=loop.run_forever, name="delivery-loop", daemon=True)
+    thread.start()
 
-    async def make_transport() -> Transport:
-        return AiohttpTransport(
-            guard(settings),
-            total_timeout=settings.request_timeout,
-            connect_timeout=settings.connect_timeout,
-            body_limit=settings.response_body_limit,
-        )
+    async def make() -> tuple[DeliveryEngine, Transport]:
+        transport = aiohttp_transport(settings)
+        client = async_client(settings.effective_redis_url)
+        return delivery_engine(settings, client, transport), transport
 
-    transport = loop.run_until_complete(make_transport())
-    engine = DeliveryEngine(
-        DeliveryStore(client, Scripts(client)),
-        transport,
-        secret_box(settings),
-        retry_policy(settings),
-        lease_ms=int(settings.lease_seconds * 1000),
-    )
-    return Runtime(loop, engine, transport)
+    engine, transport = asyncio.run_coroutine_threadsafe(make(), loop).result()
+    return Runtime(loop, thread, engine, transport, settings.request_timeout + 2)
 
 
 def current() -> Runtime:

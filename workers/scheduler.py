@@ -1,8 +1,10 @@
 """The scheduler: moves due deliveries (retries, lost wake-ups, expired leases) to the queues.
 
 Every delivery that needs a worker sits in the ``due`` sorted set scored by when. One pass
-claims what is due and publishes its wake-ups. Only the holder of a Redis lock acts, so two
-schedulers never double-move; a dead scheduler's lock expires and another takes over.
+claims what is due and publishes its wake-ups, trims a bounded slice of what retention lets
+go, and notes its time (``/readyz`` and the scheduler-lag metric read it). Only the holder
+of a Redis lock acts, so two schedulers never double-move; a dead scheduler's lock expires
+and another takes over.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import redis
 from redis.lock import Lock
 
 from webhook_service.config import Settings
-from webhook_service.store import keys
+from webhook_service.store import keys, liveness
+from webhook_service.store.due import claim_due_sync
+from webhook_service.store.retention import trim
 from webhook_service.store.scripts import Scripts
 from webhook_service.timeutil import now_ms
 
@@ -54,13 +58,14 @@ class Scheduler:
         if not self._hold_lock():
             return 0
         grace_ms = int(self._settings.wakeup_grace * 1000)
-        claimed = self._scripts.run_sync("claim_due", [now_ms(), CLAIM_LIMIT, grace_ms])
-        fresh = [row[0] for row in claimed if row[1] == "0"]
-        retries = [row[0] for row in claimed if row[1] != "0"]
-        if fresh:
-            self._publisher.wake_sync(fresh, retry=False)
-        if retries:
-            self._publisher.wake_sync(retries, retry=True)
+        now = now_ms()
+        claimed = claim_due_sync(self._scripts, now, CLAIM_LIMIT, grace_ms)
+        if claimed.fresh:
+            self._publisher.wake_sync(claimed.fresh, retry=False)
+        if claimed.retries:
+            self._publisher.wake_sync(claimed.retries, retry=True)
+        trim(self._scripts, now, self._settings.retention_days)
+        liveness.tick(self._client, now_ms())
         return len(claimed)
 
     def run(self, stop: threading.Event) -> None:

@@ -48,3 +48,14 @@ class AsyncCeleryWaker:
 
     def close(self) -> None:
         self._thread.shutdown(wait=True)
+
+
+class NoWakeups:
+    """Tick mode (WEBHOOK_WAKE_WORKERS=false): no worker would ever consume a wake-up, so
+    none is published; each delivery's due entry brings it to the next tick instead."""
+
+    async def wake(self, delivery_ids: Sequence[str], *, retry: bool) -> None:
+        return None
+
+    def close(self) -> None:
+        return None

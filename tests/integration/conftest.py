@@ -7,16 +7,19 @@ import asyncio
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from tests.support.receiver import Receiver
 from tests.support.stack import ADMIN_KEY, Stack, start_stack
 from webhook_service.api.server import build_app
 from webhook_service.config import Settings
+from webhook_service.embedded import EmbeddedValkey, start_valkey
 
 pytestmark = pytest.mark.integration
 
@@ -26,6 +29,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     running = start_stack(tmp_path_factory.mktemp("stack"))
     yield running
     running.stop()
+
+
+@pytest.fixture(scope="module")
+def valkey(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedValkey]:
+    """A Valkey alone, for tests of one store component without the rest of the stack."""
+    server = start_valkey(tmp_path_factory.mktemp("valkey"))
+    yield server
+    server.stop()
 
 
 def settings_for(stack: Stack) -> Settings:
@@ -71,6 +82,20 @@ async def api(stack: Stack) -> AsyncIterator[Api]:
         for endpoint_id in client.created_endpoints:
             await client.call("DELETE", f"/v1/endpoints/{endpoint_id}")
     await server.close()
+
+
+@asynccontextmanager
+async def serve_api(settings: Settings) -> AsyncIterator[tuple[web.Application, Api]]:
+    """One more API process, in-process on a real socket: for settings of its own, several
+    processes on one store, or a look at the app's router."""
+    app = await build_app(settings)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        async with aiohttp.ClientSession() as session:
+            yield app, Api(session, str(server.make_url("")).rstrip("/"))
+    finally:
+        await server.close()
 
 
 @pytest.fixture

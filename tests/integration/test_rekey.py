@@ -57,7 +57,7 @@ async def _with_store(url: str, records: list[EndpointRecord], delete: list[str]
     try:
         store = EndpointStore(connection, Scripts(connection))
         for record in records:
-            await store.save(record, with_secrets=True)
+            await store.save(record, creating=True)
         for endpoint_id in delete:
             await store.delete(endpoint_id)
     finally:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
 from standardwebhooks.webhooks import Webhook
 
-# Given the endpoint name and how many requests it has seen (1-based), the status to answer.
-Behaviour = Callable[[str, int], int]
+# Given the endpoint name and how many requests it has seen (1-based), the status to answer,
+# or None to hang until the sender gives up.
+Behaviour = Callable[[str, int], int | None]
 
 
 @dataclass
@@ -20,6 +22,8 @@ class Received:
     body: bytes
     headers: dict[str, str]
     verified: bool
+    at: float = field(default_factory=time.monotonic)
+    status: int | None = None  # what we answered; None while hanging or never
 
 
 @dataclass
@@ -28,6 +32,9 @@ class Receiver:
     behaviours: dict[str, Behaviour] = field(default_factory=dict)
     hang: set[str] = field(default_factory=set)
     received: list[Received] = field(default_factory=list)
+    # Requests being answered now, and the most there ever were at once, per endpoint.
+    in_flight: dict[str, int] = field(default_factory=dict)
+    peak_in_flight: dict[str, int] = field(default_factory=dict)
     port: int = 0
     _runner: web.AppRunner | None = None
 
@@ -39,6 +46,14 @@ class Receiver:
 
     async def _handle(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
+        self.in_flight[name] = self.in_flight.get(name, 0) + 1
+        self.peak_in_flight[name] = max(self.peak_in_flight.get(name, 0), self.in_flight[name])
+        try:
+            return await self._answer(name, request)
+        finally:
+            self.in_flight[name] -= 1
+
+    async def _answer(self, name: str, request: web.Request) -> web.Response:
         body = await request.read()
         headers = dict(request.headers)
         verified = False
@@ -49,13 +64,15 @@ class Receiver:
                 break
             except Exception:  # noqa: S112 - any failure means "not this secret"
                 continue
-        self.received.append(Received(name, headers.get("webhook-id", ""), body, headers, verified))
-        if name in self.hang:
+        got = Received(name, headers.get("webhook-id", ""), body, headers, verified)
+        self.received.append(got)
+        status = 401
+        if verified:
+            seen = len(self.for_endpoint(name))
+            status = self.behaviours.get(name, lambda _n, _i: 200)(name, seen)
+        if name in self.hang or status is None:
             await asyncio.sleep(3600)
-        if not verified:
-            return web.Response(status=401, text="bad signature")
-        seen = len(self.for_endpoint(name))
-        status = self.behaviours.get(name, lambda _n, _i: 200)(name, seen)
+        got.status = status
         return web.Response(status=status, text=f"answer {status}")
 
     async def start(self) -> None:

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,12 +25,15 @@ class Stack:
     env: dict[str, str]
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
-    def start(self, role: str, name: str | None = None) -> subprocess.Popen[bytes]:
+    def start(
+        self, role: str, name: str | None = None, env: Mapping[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """``env`` adds to (or overrides) the stack's environment for this process only."""
         name = name or role
         log = (self.directory / f"{name}.log").open("ab")
         process = subprocess.Popen(
             [sys.executable, "-m", "webhook_service", role],
-            env=self.env,
+            env={**self.env, **(env or {})},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -44,9 +48,11 @@ class Stack:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
 
-    def restart_valkey(self) -> None:
-        """kill -9, then start again on the same dir and port: only the AOF survives."""
+    def restart_valkey(self, down_for: float = 0.0) -> None:
+        """kill -9, stay down a while, then start again on the same dir and port: only the
+        AOF survives."""
         self.valkey.kill()
+        time.sleep(down_for)
         self.valkey = start_valkey(self.valkey.directory, self.valkey.port)
 
     def stop(self) -> None:
@@ -85,10 +91,17 @@ def service_env(redis_url: str, extra: Mapping[str, str] | None = None) -> dict[
     return env
 
 
-def start_stack(directory: Path, extra: Mapping[str, str] | None = None, workers: int = 1) -> Stack:
+def start_stack(
+    directory: Path,
+    extra: Mapping[str, str] | None = None,
+    workers: int = 1,
+    scheduler: bool = True,
+) -> Stack:
+    """Valkey, then the processes; ``workers=0, scheduler=False`` is Valkey alone (tick mode)."""
     valkey = start_valkey(directory / "valkey")
     stack = Stack(directory, valkey, service_env(valkey.url, extra))
     for n in range(workers):
         stack.start("worker", f"worker{n}")
-    stack.start("scheduler")
+    if scheduler:
+        stack.start("scheduler")
     return stack

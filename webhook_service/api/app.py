@@ -4,9 +4,23 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from webhook_service.api import deliveries, endpoints, events, health
+from webhook_service import dashboard
+from webhook_service.api import (
+    apikeys,
+    cron,
+    deliveries,
+    endpoints,
+    event_history,
+    events,
+    health,
+    jobs,
+    metrics,
+    stats,
+)
 from webhook_service.api.auth import auth_middleware
 from webhook_service.api.context import SERVICES, Services
+from webhook_service.api.limits import header_limits_middleware, parser_limits
+from webhook_service.api.metrics import rejection_middleware
 from webhook_service.api.problems import problem_middleware
 
 
@@ -14,10 +28,21 @@ def create_app(svc: Services) -> web.Application:
     # Bodies are read (and capped) by the handlers themselves; this only bounds what
     # aiohttp would buffer on its own.
     app = web.Application(
-        middlewares=[problem_middleware, auth_middleware],
+        middlewares=[
+            problem_middleware,
+            header_limits_middleware,
+            rejection_middleware,
+            auth_middleware,
+        ],
         client_max_size=svc.settings.max_payload_bytes + 1024,
+        handler_args=parser_limits(svc.settings),
     )
     app[SERVICES] = svc
-    for module in (health, events, endpoints, deliveries):
+    for module in (health, events, endpoints, deliveries, jobs, cron, apikeys):
         app.add_routes(module.routes)
+    for module in (event_history, stats, metrics):
+        app.add_routes(module.routes)
+    jobs.setup(app, svc)
+    app.cleanup_ctx.append(cron.ticker_context)
+    dashboard.setup(app)
     return app

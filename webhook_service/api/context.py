@@ -12,9 +12,12 @@ from redis.asyncio import Redis
 from webhook_service.config import Settings
 from webhook_service.crypto import SecretBox
 from webhook_service.delivery.ssrf import Guard
+from webhook_service.store.apikeys import ApiKeyStore
 from webhook_service.store.deliveries import DeliveryStore
 from webhook_service.store.endpoints import EndpointStore
 from webhook_service.store.events import EventStore
+from webhook_service.store.jobs import JobStore
+from webhook_service.store.ratelimit import RateLimiter
 
 
 class Waker(Protocol):
@@ -34,6 +37,11 @@ class Services:
     guard: Guard
     box: SecretBox
     strict_durability: bool
+    # Strict mode: replicas that must also have the event on disk before the 202.
+    strict_replicas: int
+    jobs: JobStore
+    api_keys: ApiKeyStore
+    limiter: RateLimiter
 
 
 SERVICES = web.AppKey("services", Services)

@@ -9,13 +9,13 @@ from webhook_service.api.models import attempt_json, delivery_json
 from webhook_service.api.pagination import page_params, query_problem
 from webhook_service.api.problems import ProblemError
 from webhook_service.store.deliveries import STATUSES
-from webhook_service.store.history import DeliveryFilter, list_deliveries
+from webhook_service.store.history import STATUS_CLASSES, DeliveryFilter, list_deliveries
 from webhook_service.timeutil import now_ms, parse_iso
 
 routes = web.RouteTableDef()
 
 
-def _time(request: web.Request, name: str) -> int | None:
+def query_time(request: web.Request, name: str) -> int | None:
     raw = request.query.get(name)
     if raw is None:
         return None
@@ -25,24 +25,41 @@ def _time(request: web.Request, name: str) -> int | None:
         raise query_problem(name, "an ISO 8601 date-time, e.g. 2026-01-31T12:00:00Z") from None
 
 
-def _filter(request: web.Request) -> DeliveryFilter:
-    status = request.query.get("status")
-    if status is not None and status not in STATUSES:
-        raise query_problem("status", "one of " + ", ".join(STATUSES))
+def _choice(request: web.Request, name: str, allowed: tuple[str, ...]) -> str | None:
+    value = request.query.get(name)
+    if value is not None and value not in allowed:
+        raise query_problem(name, "one of " + ", ".join(allowed))
+    return value
+
+
+def _count(request: web.Request, name: str) -> int | None:
+    raw = request.query.get(name)
+    if raw is None:
+        return None
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 6:
+        raise query_problem(name, "a whole number of attempts, 0 or more")
+    return int(raw)
+
+
+def delivery_filter(request: web.Request) -> DeliveryFilter:
+    """The history filters from the query string, shared by the list and bulk retry."""
     return DeliveryFilter(
         endpoint_id=request.query.get("endpoint_id"),
         event_id=request.query.get("event_id"),
-        status=status,
+        status=_choice(request, "status", STATUSES),
         event_type=request.query.get("event_type"),
-        since_ms=_time(request, "since"),
-        until_ms=_time(request, "until"),
+        since_ms=query_time(request, "since"),
+        until_ms=query_time(request, "until"),
+        status_class=_choice(request, "status_class", STATUS_CLASSES),
+        attempts_min=_count(request, "attempts_min"),
+        attempts_max=_count(request, "attempts_max"),
     )
 
 
 @routes.get("/v1/deliveries")
 async def list_route(request: web.Request) -> web.Response:
     svc = services(request)
-    query = _filter(request)
+    query = delivery_filter(request)
     limit, cursor = page_params(request)
     page = await list_deliveries(svc.redis, svc.deliveries, query, limit, cursor)
     return web.json_response(
@@ -67,8 +84,8 @@ async def get_delivery(request: web.Request) -> web.Response:
 async def retry_delivery(request: web.Request) -> web.Response:
     svc = services(request)
     delivery_id = request.match_info["delivery_id"]
-    outcome = await svc.deliveries.retry(
-        delivery_id, now_ms(), int(svc.settings.wakeup_grace * 1000)
+    [outcome] = await svc.deliveries.retry(
+        [delivery_id], now_ms(), int(svc.settings.wakeup_grace * 1000)
     )
     if outcome == "missing":
         raise ProblemError(404, "No delivery has this id.")

@@ -56,8 +56,11 @@ async def create_endpoint(request: web.Request) -> web.Response:
         secrets=[SealedSecret(svc.box.seal(secret, endpoint_id))],
         signature=body.signature,
         public_key=public_key,
+        headers=body.headers or {},
+        rate_limit=body.rate_limit,
+        operations=body.operations,
     )
-    await svc.endpoints.save(record, with_secrets=True)
+    await svc.endpoints.save(record, creating=True)
     return web.json_response({**endpoint_json(record), **_shown(secret, public_key)}, status=201)
 
 
@@ -115,11 +118,36 @@ async def patch_endpoint(request: web.Request) -> web.Response:
         record.event_types = patch.event_types
     if "description" in given and patch.description is not None:
         record.description = patch.description
+    # Collections and limits: null clears them, as for event_types.
+    if "headers" in given:
+        record.headers = patch.headers or {}
+    if "rate_limit" in given:
+        record.rate_limit = patch.rate_limit
+    if "operations" in given and patch.operations is not None:
+        record.operations = patch.operations
+    now = now_ms()
+    record.updated_ms = now
+    await svc.endpoints.save(record, creating=False)
     if "disabled" in given and patch.disabled is not None:
-        record.disabled = patch.disabled
-    record.updated_ms = now_ms()
-    await svc.endpoints.save(record, with_secrets=False)
-    return web.json_response(endpoint_json(record))
+        await svc.endpoints.set_disabled(record.id, patch.disabled, now)
+    return web.json_response(endpoint_json(await _load(svc, request)))
+
+
+@routes.post("/v1/endpoints/{endpoint_id}/enable")
+async def enable_endpoint(request: web.Request) -> web.Response:
+    return await _set_disabled(request, disabled=False)
+
+
+@routes.post("/v1/endpoints/{endpoint_id}/disable")
+async def disable_endpoint(request: web.Request) -> web.Response:
+    return await _set_disabled(request, disabled=True)
+
+
+async def _set_disabled(request: web.Request, *, disabled: bool) -> web.Response:
+    svc = services(request)
+    if not await svc.endpoints.set_disabled(request.match_info["endpoint_id"], disabled, now_ms()):
+        raise ProblemError(404, "No endpoint has this id.")
+    return web.json_response(endpoint_json(await _load(svc, request)))
 
 
 @routes.delete("/v1/endpoints/{endpoint_id}")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from webhook_service.api.auth import CALLER_KEY_ID
+from webhook_service.api.auth import CALLER, CALLER_KEY_ID
 from webhook_service.api.body import read_json, validate
 from webhook_service.api.context import services
 from webhook_service.api.idempotency import (
@@ -21,6 +22,8 @@ from webhook_service.api.idempotency import (
 from webhook_service.api.models import EventIn, delivery_json
 from webhook_service.api.problems import ProblemError
 from webhook_service.ids import new_id
+from webhook_service.operations import OPERATIONAL_EVENT_TYPES
+from webhook_service.store import keys
 from webhook_service.store.events import IdempotencyClaim
 from webhook_service.timeutil import iso, now_ms
 
@@ -42,6 +45,13 @@ async def post_event(request: web.Request) -> web.Response:
     idem_key = validate_key(request.headers.get(HEADER))
     parsed, _ = await read_json(request, svc.settings.max_payload_bytes)
     event = validate(EventIn, parsed)
+    if event.type in OPERATIONAL_EVENT_TYPES:
+        raise ProblemError(
+            422,
+            "This event type is reserved for the service's own operational events.",
+            errors=[{"pointer": "/type", "detail": f"{event.type} is reserved"}],
+        )
+    await _within_rate_limit(request)
     now = now_ms()
     event_id = new_id("msg", now)
     body = orjson.dumps({"type": event.type, "timestamp": iso(now), "data": event.data}).decode()
@@ -80,13 +90,39 @@ async def post_event(request: web.Request) -> web.Response:
     return web.json_response(reply, status=202)
 
 
+async def _within_rate_limit(request: web.Request) -> None:
+    """The caller's key's ingest limit, taken only once the request is known to be valid:
+    a refused or invalid request leaves nothing in Redis, not even a count."""
+    rate = request[CALLER].rate_limit
+    if rate is None:
+        return
+    # A burst of one second's worth: a producer may flush a small backlog at once.
+    name = f"apikey:{request[CALLER_KEY_ID]}"
+    wait = await services(request).limiter.acquire(name, rate, max(1, math.floor(rate)))
+    if wait > 0:
+        raise ProblemError(
+            429,
+            f"This API key may send {rate:g} events per second; retry after the given delay.",
+            kind="rate-limited",
+            headers={"Retry-After": str(max(1, math.ceil(wait)))},
+        )
+
+
 async def _wait_for_fsync(request: web.Request) -> None:
-    """Strict durability: 202 only once the AOF holding the event is on disk."""
-    # redis-py leaves execute_command untyped.
-    local, _replicas = await services(request).redis.execute_command(  # type: ignore[no-untyped-call]
-        "WAITAOF", 1, 0, _WAITAOF_TIMEOUT_MS
-    )
-    if int(local) < 1:
+    """Strict durability: 202 only once the AOF holding the event is on disk, and on the
+    disk of a replica too where one could be promoted (see ``replicas_to_confirm``)."""
+    svc = services(request)
+    # WAITAOF and WAIT wait for the last write of *their* connection, and the pool may hand
+    # out another one than the ingest's. A PUBLISH first (replicated, stores nothing) moves
+    # this connection's offset past the event's, whichever connection wrote it.
+    pipe = svc.redis.pipeline(transaction=False)
+    pipe.publish(keys.DURABILITY_MARK, "")
+    pipe.execute_command("WAITAOF", 1, 0, _WAITAOF_TIMEOUT_MS)
+    # In a replica's memory is what a failover needs: WAITAOF's replica count would wait for
+    # the replica's own fsync, up to a second under its appendfsync everysec.
+    pipe.execute_command("WAIT", svc.strict_replicas, _WAITAOF_TIMEOUT_MS)
+    _, (local, _), replicas = await pipe.execute()
+    if int(local) < 1 or int(replicas) < svc.strict_replicas:
         raise ProblemError(
             503,
             "The event was written but not yet confirmed on disk; retry with the same "

@@ -6,9 +6,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
+from webhook_service.api.scopes import Scope
+from webhook_service.store.apikeys import ApiKeyRecord
 from webhook_service.store.deliveries import Attempt, DeliveryRecord
 from webhook_service.store.endpoints import EndpointRecord
-from webhook_service.timeutil import iso
+from webhook_service.store.jobs import JobRecord
+from webhook_service.timeutil import iso, parse_iso
 
 EventType = Annotated[
     str,
@@ -25,6 +28,41 @@ EventTypes = Annotated[
 ]
 Url = Annotated[str, StringConstraints(min_length=1, max_length=2048)]
 Description = Annotated[str, StringConstraints(max_length=1024)]
+
+# Headers an endpoint may not set: ours (the signature, the body's framing) and those that
+# would change how the request travels rather than what it says.
+FORBIDDEN_HEADERS = frozenset(
+    {
+        "host", "content-length", "content-type", "content-encoding", "transfer-encoding",
+        "connection", "keep-alive", "upgrade", "te", "trailer", "expect",
+        "proxy-authorization", "proxy-authenticate", "proxy-connection",
+    }
+)  # fmt: skip
+FORBIDDEN_HEADER_PREFIXES = ("webhook-", "proxy-", "x-forwarded-")
+MAX_HEADERS = 20
+
+
+def _allowed_headers(headers: dict[str, str] | None) -> dict[str, str] | None:
+    if headers is None:
+        return None
+    for name in headers:
+        lowered = name.lower()
+        if lowered in FORBIDDEN_HEADERS or lowered.startswith(FORBIDDEN_HEADER_PREFIXES):
+            raise ValueError(f"the header {name!r} is set by the service and cannot be changed")
+    if len({name.lower() for name in headers}) != len(headers):
+        raise ValueError("a header name is given twice (names are case-insensitive)")
+    return headers
+
+
+# RFC 9110 token characters for names; values without control characters (no CR/LF).
+HeaderName = Annotated[str, StringConstraints(pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")]
+HeaderValue = Annotated[str, StringConstraints(max_length=1024, pattern=r"^[^\x00-\x1f\x7f]*$")]
+Headers = Annotated[
+    dict[HeaderName, HeaderValue] | None,
+    Field(max_length=MAX_HEADERS),
+    AfterValidator(_allowed_headers),
+]
+RateLimit = Annotated[float, Field(gt=0, le=10_000)]
 
 
 class _Strict(BaseModel):
@@ -43,6 +81,9 @@ class EndpointIn(_Strict):
     description: Description = ""
     disabled: bool = False
     signature: Literal["hmac", "ed25519"] = "hmac"
+    headers: Headers = None
+    rate_limit: RateLimit | None = None
+    operations: bool = False
 
 
 # A rotation keeps the old key signing for at most a week.
@@ -60,6 +101,37 @@ class EndpointPatch(_Strict):
     event_types: EventTypes = None
     description: Description | None = None
     disabled: bool | None = None
+    headers: Headers = None
+    rate_limit: RateLimit | None = None
+    operations: bool | None = None
+
+
+def _instant(text: str) -> str:
+    try:
+        parse_iso(text)
+    except ValueError:
+        raise ValueError("an ISO 8601 date-time, e.g. 2026-01-31T12:00:00Z") from None
+    return text
+
+
+Instant = Annotated[str, StringConstraints(max_length=64), AfterValidator(_instant)]
+
+
+class RecoverIn(_Strict):
+    since: Instant
+    until: Instant | None = None  # None: up to now
+
+
+def job_json(job: JobRecord) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "kind": job.kind,
+        "state": job.state,
+        "matched": job.matched,
+        "retried": job.retried,
+        "created_at": iso(job.created_ms),
+        "updated_at": iso(job.updated_ms),
+    }
 
 
 def endpoint_json(record: EndpointRecord) -> dict[str, Any]:
@@ -69,6 +141,11 @@ def endpoint_json(record: EndpointRecord) -> dict[str, Any]:
         "description": record.description,
         "event_types": record.event_types,
         "disabled": record.disabled,
+        "disabled_reason": record.disabled_reason if record.disabled else None,
+        "disabled_at": iso(record.disabled_at_ms) if record.disabled_at_ms else None,
+        "headers": record.headers,
+        "rate_limit": record.rate_limit,
+        "operations": record.operations,
         "signature": record.signature,
         "public_key": record.public_key,
         "created_at": iso(record.created_ms),
@@ -100,4 +177,31 @@ def attempt_json(attempt: Attempt) -> dict[str, Any]:
         "status_code": attempt.status_code,
         "error": attempt.error,
         "response_body": attempt.response_body,
+    }
+
+
+def _distinct(scopes: list[Scope]) -> list[Scope]:
+    return sorted(set(scopes))
+
+
+class ApiKeyIn(_Strict):
+    name: Annotated[
+        str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")
+    ]
+    # Not strict: a scope arrives as its JSON string, never as the enum member.
+    scopes: Annotated[
+        list[Annotated[Scope, Field(strict=False)]],
+        Field(min_length=1, max_length=len(Scope)),
+        AfterValidator(_distinct),
+    ]
+    rate_limit: RateLimit | None = None
+
+
+def api_key_json(record: ApiKeyRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "name": record.name,
+        "scopes": list(record.scopes),
+        "rate_limit": record.rate_limit,
+        "created_at": iso(record.created_ms),
     }

@@ -18,11 +18,16 @@ def query_problem(parameter: str, detail: str) -> ProblemError:
     )
 
 
+def limit_param(request: web.Request, default: int, maximum: int) -> int:
+    raw = request.query.get("limit", str(default))
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= maximum:
+        raise query_problem("limit", f"an integer from 1 to {maximum}")
+    return int(raw)
+
+
 def page_params(request: web.Request) -> tuple[int, str | None]:
-    raw = request.query.get("limit", str(DEFAULT_LIMIT))
-    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIMIT:
-        raise query_problem("limit", f"an integer from 1 to {MAX_LIMIT}")
+    limit = limit_param(request, DEFAULT_LIMIT, MAX_LIMIT)
     cursor = request.query.get("cursor") or None
     if cursor is not None and (len(cursor) > 128 or not cursor.isascii()):
         raise query_problem("cursor", "a cursor returned as next_cursor")
-    return int(raw), cursor
+    return limit, cursor

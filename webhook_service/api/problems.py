@@ -9,6 +9,7 @@ import orjson
 import redis.exceptions
 from aiohttp import web
 from pydantic import ValidationError
+from yarl import URL
 
 PROBLEM_TYPE_BASE = "https://webhook-service.dev/problems/"
 CONTENT_TYPE = "application/problem+json"
@@ -22,9 +23,11 @@ _TITLES = {
     405: "Method not allowed",
     409: "Conflict",
     413: "Payload too large",
+    414: "URI too long",
     415: "Unsupported media type",
     422: "Validation failed",
     429: "Too many requests",
+    431: "Request header fields too large",
     500: "Internal error",
     503: "Service unavailable",
 }
@@ -87,12 +90,12 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
     try:
         return await handler(request)
     except ProblemError as exc:
-        return exc.response(request.path)
+        return exc.response(_instance(request))
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         problem = ProblemError(exc.status, exc.reason, headers=_allowed(exc))
-        return problem.response(request.path)
+        return problem.response(_instance(request))
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
             redis.exceptions.BusyLoadingError, redis.exceptions.ReadOnlyError):  # fmt: skip
         # The store is unreachable: nothing was stored, so the caller may safely retry.
@@ -101,7 +104,13 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
             "The event store is unreachable; nothing was stored. Retry later.",
             kind="store-unavailable",
             headers={"Retry-After": REDIS_DOWN_RETRY_AFTER},
-        ).response(request.path)
+        ).response(_instance(request))
+
+
+def _instance(request: web.Request) -> str:
+    # The decoded path may hold characters no URI reference can (spaces, '<', non-ASCII):
+    # encode it again rather than echo what the caller sent.
+    return URL.build(path=request.path).raw_path
 
 
 def _allowed(exc: web.HTTPException) -> dict[str, str]:

@@ -10,10 +10,19 @@ from aiohttp import web
 from webhook_service.api.app import create_app
 from webhook_service.api.context import Services
 from webhook_service.config import Settings
-from webhook_service.store.connect import async_client, check_server, sync_client
+from webhook_service.redaction import configured_secrets, install_log_redaction
+from webhook_service.store.apikeys import ApiKeyStore
+from webhook_service.store.connect import (
+    async_client,
+    check_server,
+    replicas_to_confirm,
+    sync_client,
+)
 from webhook_service.store.deliveries import DeliveryStore
 from webhook_service.store.endpoints import EndpointStore
 from webhook_service.store.events import EventStore
+from webhook_service.store.jobs import JobStore
+from webhook_service.store.ratelimit import RateLimiter
 from webhook_service.store.scripts import Scripts
 from webhook_service.wiring import ConfigurationError, guard, secret_box
 
@@ -22,7 +31,7 @@ log = logging.getLogger(__name__)
 
 async def build_app(settings: Settings) -> web.Application:
     from workers.celery_app import make_app
-    from workers.wakeup import AsyncCeleryWaker, CeleryWaker
+    from workers.wakeup import AsyncCeleryWaker, CeleryWaker, NoWakeups
 
     if settings.admin_key is None:
         raise ConfigurationError("WEBHOOK_ADMIN_KEY is not set")
@@ -30,21 +39,31 @@ async def build_app(settings: Settings) -> web.Application:
     checker = sync_client(url)
     try:
         strict = check_server(checker, settings.durability)
+        replicas = replicas_to_confirm(checker, url) if strict else 0
     finally:
         checker.close()
     client = async_client(url)
     scripts = Scripts(client)
-    waker = AsyncCeleryWaker(CeleryWaker(make_app(settings), settings.batch_size))
+    waker: AsyncCeleryWaker | NoWakeups = NoWakeups()
+    if settings.wake_workers:
+        waker = AsyncCeleryWaker(CeleryWaker(make_app(settings), settings.batch_size))
+    box = secret_box(settings)
+    install_log_redaction(configured_secrets(settings))
+    deliveries = DeliveryStore(client, scripts)
     svc = Services(
         settings=settings,
         redis=client,
         events=EventStore(client, scripts),
         endpoints=EndpointStore(client, scripts),
-        deliveries=DeliveryStore(client, scripts),
+        deliveries=deliveries,
         waker=waker,
         guard=guard(settings),
-        box=secret_box(settings),
+        box=box,
         strict_durability=strict,
+        strict_replicas=replicas,
+        jobs=JobStore(client, deliveries, ttl_s=7 * 86400),
+        api_keys=ApiKeyStore(client, box),
+        limiter=RateLimiter(scripts),
     )
     app = create_app(svc)
 

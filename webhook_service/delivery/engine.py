@@ -2,6 +2,12 @@
 
 Redis is the truth: the wake-up that brought us here only carries ids, and everything the
 send needs comes back from the lease, so a stale or repeated wake-up is harmless.
+
+A worker hands a wake-up over with ``start``: it returns once the batch is leased, while the
+sends go on in the background, up to ``max_in_flight`` per process. So a receiver that hangs
+holds a few sends (the per-endpoint cap in the lease), never the worker that serves the
+others. A process that dies mid-send loses nothing: its leases expire and the scheduler
+wakes those deliveries again.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from signer import Signer
 from webhook_service.crypto import SecretBox
 from webhook_service.delivery.backoff import RetryPolicy, parse_retry_after
 from webhook_service.delivery.transport import OutboundRequest, OutboundResponse, Transport
-from webhook_service.store.deliveries import Attempt, DeliveryStore, Job
+from webhook_service.store.deliveries import Attempt, DeliveryStore, HealthPolicy, Job, Outcome
 from webhook_service.store.endpoints import open_secrets
 from webhook_service.timeutil import now_ms
 
@@ -27,7 +33,7 @@ _SIGNER_CACHE_SIZE = 1024
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Result:
     delivery_id: str
     status: str  # the delivery's status after this attempt, or why it was skipped
     attempt: int = 0
@@ -40,26 +46,67 @@ class DeliveryEngine:
         transport: Transport,
         box: SecretBox,
         policy: RetryPolicy,
+        health: HealthPolicy,
         *,
         lease_ms: int,
+        endpoint_concurrency: int = 10,
+        max_in_flight: int = 100,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self._store = store
         self._transport = transport
         self._box = box
         self._policy = policy
+        self._health = health
         self._lease_ms = lease_ms
+        self._endpoint_concurrency = endpoint_concurrency
+        self._max_in_flight = max_in_flight
         self._clock = clock
+        self._sending: set[asyncio.Task[Result]] = set()
         # Opening and parsing secrets costs more than signing: keep the ready signers, each
         # until the first of its rotated-out keys expires.
         self._signers: OrderedDict[tuple[str, str], tuple[Signer, float]] = OrderedDict()
 
-    async def run(self, delivery_ids: Sequence[str]) -> list[Outcome]:
+    async def run(self, delivery_ids: Sequence[str]) -> list[Result]:
+        """Lease, send and record the whole batch before returning."""
+        skipped, tasks = await self._lease_and_send(delivery_ids)
+        return skipped + list(await asyncio.gather(*tasks))
+
+    async def start(self, delivery_ids: Sequence[str]) -> list[Result]:
+        """Lease the batch and return; the sends finish in the background."""
+        while len(self._sending) >= self._max_in_flight:
+            await asyncio.wait(self._sending, return_when=asyncio.FIRST_COMPLETED)
+        skipped, _ = await self._lease_and_send(delivery_ids)
+        return skipped
+
+    async def drain(self, grace: float) -> int:
+        """Give the sends in flight ``grace`` seconds to finish (shutdown); returns how many
+        did not finish in time."""
+        if not self._sending:
+            return 0
+        _, pending = await asyncio.wait(self._sending, timeout=grace)
+        return len(pending)
+
+    async def _lease_and_send(
+        self, delivery_ids: Sequence[str]
+    ) -> tuple[list[Result], list[asyncio.Task[Result]]]:
         token = secrets.token_hex(8)
-        leased = await self._store.lease(delivery_ids, token, self._clock(), self._lease_ms)
-        skipped = [Outcome(i, why) for i, why in leased.skipped.items()]
-        sent = await asyncio.gather(*(self._deliver(job, token) for job in leased.jobs))
-        return skipped + list(sent)
+        leased = await self._store.lease(
+            delivery_ids, token, self._clock(), self._lease_ms, self._endpoint_concurrency
+        )
+        skipped = [Result(i, why) for i, why in leased.skipped.items()]
+        tasks = [asyncio.create_task(self._deliver(job, token)) for job in leased.jobs]
+        for task in tasks:
+            self._sending.add(task)
+            task.add_done_callback(self._sent)
+        return skipped, tasks
+
+    def _sent(self, task: asyncio.Task[Result]) -> None:
+        self._sending.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            # Most likely Redis went away before the attempt was recorded: the lease runs
+            # out and the scheduler wakes the delivery again.
+            log.warning("attempt not recorded", exc_info=task.exception())
 
     def _signer(self, job: Job, now: int) -> Signer:
         cache_key = (job.endpoint_id, job.sealed_secrets)
@@ -73,20 +120,26 @@ class DeliveryEngine:
             self._signers.popitem(last=False)
         return signer
 
-    async def _deliver(self, job: Job, token: str) -> Outcome:
+    async def _deliver(self, job: Job, token: str) -> Result:
         started = self._clock()
         body = job.body.encode()
-        headers = self._signer(job, started).headers(job.event_id, started // 1000, body)
+        # The endpoint's own headers first: ours, which the API forbids it to set, win.
+        headers = dict(job.headers)
+        headers.update(self._signer(job, started).headers(job.event_id, started // 1000, body))
         headers["Content-Type"] = "application/json"
         response = await self._transport.send(OutboundRequest(job.url, headers, body))
         return await self._record(job, token, started, response)
 
     async def _record(
         self, job: Job, token: str, started: int, response: OutboundResponse
-    ) -> Outcome:
-        success = response.status is not None and 200 <= response.status < 300
+    ) -> Result:
+        outcome: Outcome = "fail"
+        if response.status is not None and 200 <= response.status < 300:
+            outcome = "ok"
+        elif response.status == 410:
+            outcome = "gone"
         delay_ms: int | None = None
-        if not success:
+        if outcome == "fail":
             retry_after = parse_retry_after(response.headers.get("Retry-After"), started / 1000)
             delay = self._policy.delay_after(
                 job.attempt,
@@ -108,8 +161,9 @@ class DeliveryEngine:
             token=token,
             now_ms=self._clock(),
             attempt=attempt,
-            success=success,
+            outcome=outcome,
             delay_ms=delay_ms,
+            health=self._health,
         )
         log.info(
             "attempt recorded",
@@ -123,4 +177,4 @@ class DeliveryEngine:
                 "status": status,
             },
         )
-        return Outcome(job.delivery_id, status, job.attempt)
+        return Result(job.delivery_id, status, job.attempt)

@@ -162,6 +162,7 @@ _BLOCKED_V6: tuple[tuple[IPv6Network, str], ...] = tuple(
         ("2001::/32", "a Teredo address"),
         ("2001:2::/48", "a benchmarking address"),
         ("2001:10::/28", "an ORCHID address"),
+        ("2001:20::/28", "an ORCHID address"),
     )
 )
 
@@ -181,7 +182,7 @@ _LOCALHOST_NAMES = frozenset(
         "metadata.google.internal",
     }
 )
-_LOCALHOST_SUFFIXES = (".localhost", ".local", ".internal")
+_LOCALHOST_SUFFIXES = (".localhost", ".localdomain", ".local", ".internal", ".home.arpa")
 
 # A label a libc inet_aton() would read as a number (decimal, octal or 0x-hex).
 _NUMERIC_LABEL = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)", re.IGNORECASE)
@@ -375,12 +376,17 @@ class Guard:
     ``allowed_networks`` is the operator's only exemption: an address inside one
     of them is allowed even if it is in a blocked range, and a localhost-like
     name is allowed when every address it resolves to is inside them.
+
+    ``resolver`` is where names are looked up, both by :meth:`check_url_resolved`
+    and by a :class:`GuardedResolver` built on this guard; None means the system
+    resolver.  Whoever passes one in closes it.
     """
 
     def __init__(
         self,
         allowed_networks: Sequence[str | IPv4Network | IPv6Network] = (),
         https_only: bool = False,
+        resolver: AbstractResolver | None = None,
     ) -> None:
         if isinstance(allowed_networks, str):
             # A bare "10.0.0.0/8" would iterate as characters, and "1" parses
@@ -390,6 +396,7 @@ class Guard:
             _as_network(net) for net in allowed_networks
         )
         self.https_only = https_only
+        self.resolver = resolver
 
     # -- addresses ---------------------------------------------------------
 
@@ -559,8 +566,8 @@ class Guard:
 
         Meant for endpoint creation: it gives a clear reason up front, but DNS can
         change afterwards, so sends must still go through :class:`GuardedResolver`.
-        The default resolver is ``aiohttp.ThreadedResolver``; a resolver passed in
-        is not closed.
+        The default resolver is the guard's own, else ``aiohttp.ThreadedResolver``;
+        a resolver passed in is not closed.
         """
         parsed = self._parse(url)
         host = parsed.raw_host
@@ -569,8 +576,9 @@ class Guard:
         if _is_ip_literal(host):
             return
 
-        own = resolver is None
-        active = aiohttp.ThreadedResolver() if resolver is None else resolver
+        given = resolver if resolver is not None else self.resolver
+        own = given is None
+        active = aiohttp.ThreadedResolver() if given is None else given
         try:
             # AF_UNSPEC so IPv6 answers are checked too, not only what an
             # IPv4-only lookup would show.
@@ -596,13 +604,17 @@ class GuardedResolver(AbstractResolver):
     :class:`DestinationBlocked`.  For localhost-like names only addresses inside
     ``allowed_networks`` are kept.  Lookup failures of the inner resolver
     propagate unchanged, so they stay ordinary (retryable) DNS errors.
+
+    ``inner`` defaults to the guard's resolver, else the system resolver; an
+    ``inner`` passed here is closed with this resolver, the guard's is not.
     """
 
     def __init__(self, guard: Guard, inner: AbstractResolver | None = None) -> None:
         self._guard = guard
         # Created lazily: ThreadedResolver() needs a running event loop, and this
         # object is often built at import or configuration time.
-        self._inner = inner
+        self._inner = inner if inner is not None else guard.resolver
+        self._owns_inner = inner is not None or guard.resolver is None
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
@@ -631,7 +643,7 @@ class GuardedResolver(AbstractResolver):
         return kept
 
     async def close(self) -> None:
-        if self._inner is not None:
+        if self._inner is not None and self._owns_inner:
             await self._inner.close()
 
 

@@ -7,8 +7,12 @@ from typing import Any, cast
 
 import redis
 import redis.asyncio
+import redis.asyncio.sentinel
+import redis.sentinel
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
+
+from webhook_service.store.redis_url import parse_sentinel
 
 log = logging.getLogger(__name__)
 
@@ -28,13 +32,39 @@ def _options() -> dict[str, Any]:
 
 def async_client(url: str) -> redis.asyncio.Redis:
     retry = redis.asyncio.retry.Retry(ExponentialBackoff(cap=0.5, base=0.05), 2)
-    return redis.asyncio.Redis.from_url(url, retry=retry, **_options())
+    sentinel = parse_sentinel(url)
+    if sentinel is None:
+        return redis.asyncio.Redis.from_url(url, retry=retry, **_options())
+    # The sentinels get the same socket timeouts (redis-py passes the socket_* options on),
+    # and every new connection asks them where the primary is now: after a failover, the
+    # next retry lands on the promoted replica. (redis-py leaves Sentinel untyped.)
+    manager = redis.asyncio.sentinel.Sentinel(sentinel.sentinels, **_options())  # type: ignore[no-untyped-call]
+    primary = manager.master_for(sentinel.service_name, retry=retry, **sentinel.primary_options())
+    return cast(redis.asyncio.Redis, primary)
 
 
 def sync_client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(
-        url, retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2), **_options()
+    retry = Retry(ExponentialBackoff(cap=0.5, base=0.05), 2)
+    sentinel = parse_sentinel(url)
+    if sentinel is None:
+        return redis.Redis.from_url(url, retry=retry, **_options())
+    manager = redis.sentinel.Sentinel(sentinel.sentinels, **_options())  # type: ignore[no-untyped-call]
+    primary = manager.master_for(  # type: ignore[no-untyped-call]
+        sentinel.service_name, retry=retry, **sentinel.primary_options()
     )
+    return cast(redis.Redis, primary)
+
+
+def replicas_to_confirm(client: redis.Redis, url: str) -> int:
+    """How many replicas a strict-mode write must reach besides the primary's disk.
+
+    One whenever a failover could promote a replica (always, under Sentinel): it would
+    otherwise promote one that may not have the write yet.
+    """
+    if parse_sentinel(url) is not None:
+        return 1
+    replication = client.info("replication")
+    return 1 if int(replication.get("connected_slaves", 0)) > 0 else 0
 
 
 def check_server(client: redis.Redis, durability: str) -> bool:
@@ -51,9 +81,12 @@ def check_server(client: redis.Redis, durability: str) -> bool:
         log.warning("AOF is off on this Redis: a crash of the server loses accepted events")
     if durability != "strict":
         return False
-    # redis-py leaves execute_command untyped; COMMAND INFO answers [nil] for an unknown one.
-    info = client.execute_command("COMMAND", "INFO", "WAITAOF")  # type: ignore[no-untyped-call]
-    has_waitaof = bool(info and info[0])
+    try:
+        # Waits for nothing (0 local, 0 replicas): only asks whether the command exists.
+        client.execute_command("WAITAOF", 0, 0, 1)  # type: ignore[no-untyped-call]
+        has_waitaof = True
+    except redis.ResponseError:
+        has_waitaof = False
     if has_waitaof:
         return True
     fsync = _config_get(client, "appendfsync")

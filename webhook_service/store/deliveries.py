@@ -9,8 +9,10 @@ from typing import Literal, cast
 import orjson
 from redis.asyncio import Redis
 
+from webhook_service.ids import new_id
 from webhook_service.store import keys
 from webhook_service.store.scripts import Scripts
+from webhook_service.timeutil import iso
 
 Status = Literal["pending", "succeeded", "failed", "disabled"]
 STATUSES: tuple[Status, ...] = ("pending", "succeeded", "failed", "disabled")
@@ -27,6 +29,17 @@ class Job:
     body: str
     url: str
     sealed_secrets: str
+    headers: dict[str, str]  # the endpoint's own extra headers
+
+
+# What an attempt says about the receiver: it took it, it did not (yet), or it is gone (410).
+Outcome = Literal["ok", "fail", "gone"]
+
+
+@dataclass(frozen=True)
+class HealthPolicy:
+    disable_after_ms: int  # failing this long with exhausted deliveries disables an endpoint
+    ops_budget: int  # attempts an operational event's deliveries get
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,8 @@ class DeliveryRecord:
     updated_ms: int
     last_code: int | None
     last_error: str | None
+    # The class of the last attempt ('2xx'…'5xx', 'timeout', 'network'); None before one.
+    last_class: str | None = None
 
     @classmethod
     def from_hash(cls, delivery_id: str, raw: dict[str, str]) -> DeliveryRecord:
@@ -91,6 +106,7 @@ class DeliveryRecord:
             updated_ms=int(raw["updated"]),
             last_code=int(raw["code"]) if raw.get("code") else None,
             last_error=raw.get("error") or None,
+            last_class=raw.get("class") or None,
         )
 
 
@@ -100,14 +116,18 @@ class DeliveryStore:
         self._scripts = scripts
 
     async def lease(
-        self, ids: Sequence[str], token: str, now_ms: int, lease_ms: int
+        self, ids: Sequence[str], token: str, now_ms: int, lease_ms: int, max_in_flight: int
     ) -> LeaseResult:
-        reply = await self._scripts.run("lease", [now_ms, token, lease_ms, *ids])
+        """Lease what may be sent now; ``max_in_flight`` caps the leases held per endpoint."""
+        reply = await self._scripts.run("lease", [now_ms, token, lease_ms, max_in_flight, *ids])
         jobs: list[Job] = []
         skipped: dict[str, str] = {}
         for row in reply:
             if row[1] == "go":
-                jobs.append(Job(row[0], int(row[2]) + 1, row[3], row[4], row[5], row[6], row[7]))
+                headers = orjson.loads(row[8]) if row[8] else {}
+                jobs.append(
+                    Job(row[0], int(row[2]) + 1, row[3], row[4], row[5], row[6], row[7], headers)
+                )
             else:
                 skipped[row[0]] = row[1]
         return LeaseResult(jobs, skipped)
@@ -119,25 +139,30 @@ class DeliveryStore:
         token: str,
         now_ms: int,
         attempt: Attempt,
-        success: bool,
+        outcome: Outcome,
         delay_ms: int | None,
+        health: HealthPolicy,
     ) -> tuple[str, int]:
         """Returns the delivery's new status and attempt count, or ('stale', 0)."""
+        # Operational events this attempt may cause need ids and a timestamp; Lua makes neither.
+        ops_ids = [new_id("msg", now_ms) for _ in range(3)]
         reply = await self._scripts.run(
             "record",
             [
-                now_ms, token, delivery_id, attempt.to_json(),
-                "1" if success else "0",
+                now_ms, token, delivery_id, attempt.to_json(), outcome,
                 -1 if delay_ms is None else delay_ms,
                 "" if attempt.status_code is None else attempt.status_code,
                 attempt.error or "",
+                health.disable_after_ms, iso(now_ms), health.ops_budget, *ops_ids,
             ],
         )  # fmt: skip
         return reply[0], int(reply[1]) if len(reply) > 1 else 0
 
-    async def retry(self, delivery_id: str, now_ms: int, grace_ms: int) -> str:
-        """'ok', 'pending' (already on its way) or 'missing'."""
-        result: str = await self._scripts.run("retry", [now_ms, delivery_id, grace_ms])
+    async def retry(self, delivery_ids: Sequence[str], now_ms: int, grace_ms: int) -> list[str]:
+        """Per id: 'ok', 'pending' (already on its way) or 'missing'."""
+        if not delivery_ids:
+            return []
+        result: list[str] = await self._scripts.run("retry", [now_ms, grace_ms, *delivery_ids])
         return result
 
     async def get(self, delivery_id: str) -> DeliveryRecord | None:

@@ -34,6 +34,11 @@ class EndpointRecord:
     secrets: list[SealedSecret] = field(default_factory=list)
     signature: Literal["hmac", "ed25519"] = "hmac"
     public_key: str | None = None  # ed25519 only: what subscribers verify with
+    headers: dict[str, str] = field(default_factory=dict)  # sent with every delivery
+    rate_limit: float | None = None  # requests per second, across every worker
+    operations: bool = False  # receives our operational events
+    disabled_reason: str | None = None  # manual, gone (410) or failing
+    disabled_at_ms: int | None = None
 
 
 # Rotation keeps the current key and at most this many older ones still in their grace.
@@ -87,6 +92,11 @@ def _from_hash(endpoint_id: str, raw: dict[str, str]) -> EndpointRecord:
         secrets=decode_secrets(raw.get("secrets", "")),
         signature="ed25519" if raw.get("signature") == "ed25519" else "hmac",
         public_key=raw.get("public_key") or None,
+        headers=orjson.loads(raw["headers"]) if raw.get("headers") else {},
+        rate_limit=float(raw["rate_limit"]) if raw.get("rate_limit") else None,
+        operations=raw.get("operations") == "1",
+        disabled_reason=raw.get("disabled_reason") or None,
+        disabled_at_ms=int(raw["disabled_at"]) if raw.get("disabled_at") else None,
     )
 
 
@@ -95,8 +105,9 @@ class EndpointStore:
         self._redis = redis
         self._scripts = scripts
 
-    async def save(self, record: EndpointRecord, *, with_secrets: bool) -> None:
-        """Write the endpoint; secrets only when asked, so an update never undoes a rotation."""
+    async def save(self, record: EndpointRecord, *, creating: bool) -> None:
+        """Write the endpoint. Secrets and the enabled state only on creation: later they
+        change by their own atomic steps, so an update never undoes a rotation or a disable."""
         types = (
             ""
             if record.event_types is None
@@ -106,15 +117,24 @@ class EndpointStore:
             "url", record.url,
             "description", record.description,
             "event_types", types,
-            "disabled", "1" if record.disabled else "0",
             "created", record.created_ms,
             "updated", record.updated_ms,
             "signature", record.signature,
             "public_key", record.public_key or "",
+            "headers", orjson.dumps(record.headers).decode() if record.headers else "",
+            "rate_limit", "" if record.rate_limit is None else repr(record.rate_limit),
+            "operations", "1" if record.operations else "0",
         ]  # fmt: skip
-        if with_secrets:
+        if creating:
             fields += ["secrets", encode_secrets(record.secrets)]
+            fields += ["disabled", "1" if record.disabled else "0"]
+            if record.disabled:
+                fields += ["disabled_reason", "manual", "disabled_at", record.created_ms]
         await self._scripts.run("endpoint_save", [record.id, *fields])
+
+    async def set_disabled(self, endpoint_id: str, disabled: bool, now_ms: int) -> bool:
+        """Disable (reason 'manual') or enable; False when there is no such endpoint."""
+        return bool(await self._scripts.run("endpoint_state", [endpoint_id, int(disabled), now_ms]))
 
     async def rotate(
         self, endpoint_id: str, new_sealed: str, public_key: str | None, now_ms: int, grace_ms: int

@@ -7,6 +7,7 @@ from typing import Literal, cast
 
 from redis.asyncio import Redis
 
+from webhook_service.ids import new_id
 from webhook_service.store import keys
 from webhook_service.store.scripts import Scripts
 
@@ -28,8 +29,15 @@ class Accepted:
     event_id: str = ""
     event_type: str = ""
     created_ms: int = 0
-    delivery_ids: tuple[str, ...] = ()
+    delivery_ids: tuple[str, ...] = ()  # the pending ones, to wake
     fanout: int = 0
+
+
+@dataclass(frozen=True)
+class Replayed:
+    outcome: Literal["ok", "missing", "no_payload", "no_endpoint", "endpoint_disabled"]
+    delivery_ids: tuple[str, ...] = ()
+    pending: tuple[str, ...] = ()  # the ones to wake; a disabled endpoint's wait
 
 
 @dataclass(frozen=True)
@@ -74,8 +82,9 @@ class EventStore:
         )  # fmt: skip
         outcome = reply[0]
         if outcome == "created":
-            ids = tuple(reply[1])
-            return Accepted("created", event_id, event_type, now_ms, ids, len(ids))
+            # Only pending deliveries need a worker; a disabled endpoint's wait for recovery.
+            pending = tuple(reply[2])
+            return Accepted("created", event_id, event_type, now_ms, pending, len(reply[1]))
         if outcome == "replay":
             return Accepted("replay", reply[1], reply[2], int(reply[3]), (), int(reply[4]))
         return Accepted(outcome)
@@ -96,3 +105,21 @@ class EventStore:
             key_id=raw.get("key", ""),
             delivery_ids=[d for d in raw.get("dlvs", "").split(",") if d],
         )
+
+    async def replay(
+        self, event_id: str, endpoint_id: str | None, now_ms: int, budget: int, grace_ms: int
+    ) -> Replayed:
+        """New deliveries of a stored event: to every endpoint subscribed now, or to one."""
+        # A replay's ids begin with its own time and randomness where an original's begin
+        # with the event's (ids.delivery_id), so the two never collide.
+        part = new_id("dlv", now_ms).partition("_")[2]
+        reply = await self._scripts.run(
+            "replay", [now_ms, event_id, part, budget, grace_ms, endpoint_id or ""]
+        )
+        if reply[0] != "ok":
+            return Replayed(reply[0])
+        return Replayed("ok", tuple(reply[1]), tuple(reply[2]))
+
+    async def expunge_payload(self, event_id: str, now_ms: int) -> bool:
+        """Delete the event's body; False when there is no such event."""
+        return bool(await self._scripts.run("expunge", [event_id, now_ms]))

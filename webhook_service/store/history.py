@@ -1,14 +1,19 @@
-"""Delivery history pages: newest first, by id, from the most selective index.
+"""History pages (deliveries and events): newest first, by id, from the smallest index.
 
 Ids sort by time, so a time range is an id range and a cursor is the last id seen: paging
-never scans what it has already returned. Filters the chosen index does not cover are
-applied while reading, with a bound on how much one page may read.
+never re-reads what it has already returned, and new entries (larger ids) never shift a
+page. Every filter has an index, some per endpoint too (``keys.py``); a query reads the
+smallest of the indexes its filters name, so its cost follows the page, not the history.
+Filters that index does not cover are applied while reading, with a bound on how much one
+page may read.
 """
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Generic, Protocol, TypeVar, cast
 
 from redis.asyncio import Redis
 
@@ -19,15 +24,70 @@ from webhook_service.store.deliveries import DeliveryRecord, DeliveryStore
 # How many index entries one page may examine before it returns what it has and a cursor.
 _SCAN_BUDGET = 5000
 
+# The class of a delivery's last attempt, as record.lua stores it.
+STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx", "timeout", "network")
+
+
+class _Listed(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+T = TypeVar("T", bound=_Listed)
+# A source is the union of a few indexes (most often one), read newest first.
+Source = tuple[str, ...]
+
 
 @dataclass(frozen=True)
-class DeliveryFilter:
+class Page(Generic[T]):
+    items: list[T]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    since_ms: int | None = None
+    until_ms: int | None = None
+
+    def covers(self, ms: int) -> bool:
+        return (self.since_ms is None or ms >= self.since_ms) and (
+            self.until_ms is None or ms <= self.until_ms
+        )
+
+    def lex_bounds(self, prefix: str, cursor: str | None) -> tuple[str, str]:
+        """(upper, lower) for ZREVRANGEBYLEX, starting below the cursor."""
+        upper = "+"
+        if self.until_ms is not None:
+            upper = "[" + id_bound(prefix, self.until_ms, upper=True) + "~"
+        if cursor and (upper == "+" or cursor < upper[1:]):
+            upper = "(" + cursor
+        lower = "-"
+        if self.since_ms is not None:
+            lower = "[" + id_bound(prefix, self.since_ms, upper=False)
+        return upper, lower
+
+
+@dataclass(frozen=True)
+class _Timed:
+    since_ms: int | None = None
+    until_ms: int | None = None
+
+    @property
+    def time(self) -> TimeRange:
+        return TimeRange(self.since_ms, self.until_ms)
+
+
+@dataclass(frozen=True)
+class DeliveryFilter(_Timed):
+    """Flat and JSON-able: bulk jobs store the filter they page with (store/jobs.py)."""
+
     endpoint_id: str | None = None
     event_id: str | None = None
     status: str | None = None
     event_type: str | None = None
-    since_ms: int | None = None
-    until_ms: int | None = None
+    status_class: str | None = None
+    attempts_min: int | None = None
+    attempts_max: int | None = None
 
     def matches(self, record: DeliveryRecord) -> bool:
         return (
@@ -35,49 +95,171 @@ class DeliveryFilter:
             and (self.event_id is None or record.event_id == self.event_id)
             and (self.status is None or record.status == self.status)
             and (self.event_type is None or record.event_type == self.event_type)
+            and (self.status_class is None or record.last_class == self.status_class)
+            and (self.attempts_min is None or record.attempts >= self.attempts_min)
+            and (self.attempts_max is None or record.attempts <= self.attempts_max)
         )
 
-    def index(self) -> str:
-        if self.endpoint_id is not None:
-            return keys.deliveries_by_endpoint(self.endpoint_id)
+    def wants_attempts(self, count: int) -> bool:
+        return (self.attempts_min is None or count >= self.attempts_min) and (
+            self.attempts_max is None or count <= self.attempts_max
+        )
+
+    def sources(self, attempt_counts: Sequence[int]) -> list[Source]:
+        """Every index that holds all the matches, the compound ones first."""
+        ep, found = self.endpoint_id, list[Source]()
+        if ep is not None and self.status is not None:
+            found.append((keys.deliveries_by_endpoint_status(ep, self.status),))
+        if ep is not None and self.status_class is not None:
+            found.append((keys.deliveries_by_endpoint_class(ep, self.status_class),))
+        if ep is not None:
+            found.append((keys.deliveries_by_endpoint(ep),))
         if self.status is not None:
-            return keys.deliveries_by_status(self.status)
+            found.append((keys.deliveries_by_status(self.status),))
+        if self.status_class is not None:
+            found.append((keys.deliveries_by_class(self.status_class),))
         if self.event_type is not None:
-            return keys.deliveries_by_type(self.event_type)
-        return keys.DELIVERIES_INDEX
+            found.append((keys.deliveries_by_type(self.event_type),))
+        if self.attempts_min is not None or self.attempts_max is not None:
+            counts = sorted(n for n in attempt_counts if self.wants_attempts(n))
+            found.append(tuple(keys.deliveries_by_attempts(n) for n in counts))
+        return found or [(keys.DELIVERIES_INDEX,)]
 
 
 @dataclass(frozen=True)
-class Page:
-    items: list[DeliveryRecord]
-    next_cursor: str | None
+class EventFilter(_Timed):
+    event_type: str | None = None
+    key_id: str | None = None
+
+    def matches(self, event: EventSummary) -> bool:
+        return (self.event_type is None or event.type == self.event_type) and (
+            self.key_id is None or event.key_id == self.key_id
+        )
+
+    def sources(self) -> list[Source]:
+        found = list[Source]()
+        if self.event_type is not None:
+            found.append((keys.events_by_type(self.event_type),))
+        if self.key_id is not None:
+            found.append((keys.events_by_key(self.key_id),))
+        return found or [(keys.EVENTS_INDEX,)]
+
+
+@dataclass(frozen=True)
+class EventSummary:
+    """An event as a list shows it: no payload (that can be 256 KiB)."""
+
+    id: str
+    type: str
+    created_ms: int
+    key_id: str
+    deliveries: int
+    payload_deleted: bool
 
 
 async def list_deliveries(
     redis: Redis, store: DeliveryStore, query: DeliveryFilter, limit: int, cursor: str | None
-) -> Page:
+) -> Page[DeliveryRecord]:
     if query.event_id is not None:
         return await _from_event(redis, store, query, limit, cursor)
-    upper = "+"
-    if query.until_ms is not None:
-        upper = "[" + id_bound("dlv", query.until_ms, upper=True) + "~"
-    if cursor and (upper == "+" or cursor < upper[1:]):
-        upper = "(" + cursor
-    lower = "[" + id_bound("dlv", query.since_ms, upper=False) if query.since_ms else "-"
-    items: list[DeliveryRecord] = []
+    counts: list[int] = []
+    if query.attempts_min is not None or query.attempts_max is not None:
+        members = cast(set[str], await redis.smembers(keys.ATTEMPT_COUNTS))
+        counts = [int(n) for n in members]
+    source = await _smallest(redis, query.sources(counts))
+    upper, lower = query.time.lex_bounds("dlv", cursor)
+    return await _scan(redis, source, upper, lower, limit, store.get_many, query.matches)
+
+
+async def list_events(
+    redis: Redis, query: EventFilter, limit: int, cursor: str | None
+) -> Page[EventSummary]:
+    source = await _smallest(redis, query.sources())
+    upper, lower = query.time.lex_bounds("msg", cursor)
+
+    async def load(ids: Sequence[str]) -> list[EventSummary]:
+        return await event_summaries(redis, ids)
+
+    return await _scan(redis, source, upper, lower, limit, load, query.matches)
+
+
+async def event_summaries(redis: Redis, ids: Sequence[str]) -> list[EventSummary]:
+    async with redis.pipeline(transaction=False) as pipe:
+        for event_id in ids:
+            pipe.hmget(keys.event(event_id), ["type", "created", "key", "dlvs", "expunged"])
+        rows: list[list[str | None]] = await pipe.execute()
+    return [
+        EventSummary(
+            id=event_id,
+            type=etype,
+            created_ms=int(created or 0),
+            key_id=key or "",
+            deliveries=len([d for d in (dlvs or "").split(",") if d]),
+            payload_deleted=expunged is not None,
+        )
+        for event_id, (etype, created, key, dlvs, expunged) in zip(ids, rows, strict=True)
+        if etype is not None
+    ]
+
+
+async def _smallest(redis: Redis, sources: list[Source]) -> Source:
+    """The source with the fewest entries: the one a page reads least of to fill itself."""
+    if len(sources) == 1:
+        return sources[0]
+    async with redis.pipeline(transaction=False) as pipe:
+        for source in sources:
+            for key in source:
+                pipe.zcard(key)
+        sizes: list[int] = await pipe.execute()
+    totals, at = [], 0
+    for source in sources:
+        totals.append(sum(sizes[at : at + len(source)]))
+        at += len(source)
+    return sources[totals.index(min(totals))]
+
+
+async def _newest(redis: Redis, source: Source, upper: str, lower: str, num: int) -> list[str]:
+    """Up to num ids of the union of the source's indexes, newest first, below `upper`."""
+    if len(source) == 1:
+        return cast(list[str], await redis.zrevrangebylex(source[0], upper, lower, 0, num))
+    async with redis.pipeline(transaction=False) as pipe:
+        for key in source:
+            pipe.zrevrangebylex(key, upper, lower, 0, num)
+        runs: list[list[str]] = await pipe.execute()
+    # Each index is sorted, so the first `num` of the merge are within each one's first `num`.
+    merged: list[str] = []
+    for entry in heapq.merge(*runs, reverse=True):
+        if not merged or merged[-1] != entry:
+            merged.append(entry)
+            if len(merged) == num:
+                break
+    return merged
+
+
+async def _scan(
+    redis: Redis,
+    source: Source,
+    upper: str,
+    lower: str,
+    limit: int,
+    load: Callable[[Sequence[str]], Awaitable[list[T]]],
+    matches: Callable[[T], bool],
+) -> Page[T]:
+    if not source:
+        return Page([], None)
+    items: list[T] = []
     scanned = 0
-    index = query.index()
     while len(items) < limit and scanned < _SCAN_BUDGET:
         batch = min(max(limit * 2, 50), _SCAN_BUDGET - scanned)
-        ids = cast(list[str], await redis.zrevrangebylex(index, upper, lower, start=0, num=batch))
+        ids = await _newest(redis, source, upper, lower, batch)
         if not ids:
             return Page(items, None)
         scanned += len(ids)
-        for record in await store.get_many(ids):
-            if query.matches(record):
-                items.append(record)
+        for item in await load(ids):
+            if matches(item):
+                items.append(item)
                 if len(items) == limit:
-                    return Page(items, record.id)
+                    return Page(items, item.id)
         upper = f"({ids[-1]}"
         if len(ids) < batch:
             return Page(items, None)
@@ -87,16 +269,14 @@ async def list_deliveries(
 
 async def _from_event(
     redis: Redis, store: DeliveryStore, query: DeliveryFilter, limit: int, cursor: str | None
-) -> Page:
+) -> Page[DeliveryRecord]:
     """An event names its own deliveries: read them, no index needed."""
     dlvs = cast(str | None, await redis.hget(keys.event(query.event_id or ""), "dlvs"))
-    ids = sorted((d for d in (dlvs or "").split(",") if d), reverse=True)
-    # An event's deliveries share its time: the range keeps all of them or none.
-    event_ms = id_time_ms(query.event_id or "")
-    if (query.since_ms is not None and event_ms < query.since_ms) or (
-        query.until_ms is not None and event_ms > query.until_ms
-    ):
-        return Page([], None)
+    # A delivery id carries its creation time: the event's, or a replay's.
+    ids = sorted(
+        (d for d in (dlvs or "").split(",") if d and query.time.covers(id_time_ms(d))),
+        reverse=True,
+    )
     if cursor:
         ids = [d for d in ids if d < cursor]
     items: list[DeliveryRecord] = []

@@ -9,23 +9,62 @@ Data model (all under ``PREFIX``):
 key                        type   holds
 =========================  =====  ====================================================
 endpoint:{ep}              hash   url, description, event_types (JSON), disabled,
-                                  secrets (encrypted JSON), created, updated
+                                  disabled_reason, disabled_at, headers (JSON), rate_limit,
+                                  operations, secrets (encrypted JSON), created, updated,
+                                  failing_since, troubled, last_success
 endpoints                  zset   every endpoint id (score 0, ordered by id = time)
-sub:type:{type}            set    enabled endpoints subscribed to one event type
-sub:all                    set    enabled endpoints that take every type
+sub:type:{type}            set    endpoints subscribed to one event type
+sub:all                    set    endpoints that take every type
+sub:ops                    set    operations endpoints: they get our operational events
+inflight:{ep}              zset   deliveries being sent to one endpoint, by lease expiry
+parked:{ep}                zset   deliveries waiting for one of those slots to free
+rate:{ep}                  str    the endpoint's rate limiter state (GCRA arrival time)
 event:{msg}                hash   type, created (ms), body (the exact bytes we sign),
-                                  key (producer key id), dlvs (delivery ids, comma list)
+                                  key (producer key id), dlvs (delivery ids, comma list),
+                                  expunged (ms the body was deleted, then no body)
 delivery:{dlv}             hash   event, endpoint, type, status, attempts, budget,
-                                  next_at, created, updated, code, error, lease, lease_until
+                                  next_at, created, updated, code, error, lease, lease_until,
+                                  class (of the last attempt: 2xx..5xx, timeout, network)
 delivery:{dlv}:attempts    list   one JSON object per attempt, in order
 idx:events                 zset   every event id (score 0)
 idx:dlv                    zset   every delivery id (score 0)
 idx:dlv:ep:{ep}            zset   deliveries of one endpoint
 idx:dlv:status:{status}    zset   deliveries in one status
 idx:dlv:type:{type}        zset   deliveries of one event type
+idx:dlv:eps:{ep}:{status}  zset   deliveries of one endpoint in one status
+idx:dlv:class:{class}      zset   deliveries whose last attempt is of one class
+idx:dlv:epc:{ep}:{class}   zset   the same, for one endpoint
+idx:dlv:att:{n}            zset   deliveries with n attempts made
+idx:dlv:attcounts          set    every n some idx:dlv:att:{n} was made for
+idx:events:type:{type}     zset   events of one type
+idx:events:key:{key}       zset   events sent with one producer key
+metrics                    hash   cluster-wide counters and histogram buckets, see
+                                  store/telemetry.py
+stats:ep:{ep}              hash   last_success, last_failure (ms), last_failure_code,
+                                  last_failure_error
+stats:ep:{ep}:m:{minute}   hash   one endpoint's attempts in one minute: a (attempts),
+                                  s (2xx), ds / df (deliveries succeeded / failed),
+                                  d{b} (duration histogram); expires after 2 h
+stats:ep:{ep}:h:{hour}     hash   the same per hour; expires after 26 h
+heartbeats                 zset   Celery worker hostname by the ms of its last heartbeat
+scheduler:tick             str    the ms the acting scheduler last finished a pass
+retention:cursor           str    the last event id the retention trim walked past
 due                        zset   delivery id scored by the ms it next needs a worker
 idem:{key}:{idempotency}   hash   state, hash, event, until; expires with the window
 lock:scheduler             str    the token of the scheduler that may act
+lock:tick                  str    the token of the POST /v1/cron/tick run in progress
+job:{job}                  hash   a bulk retry or recovery: kind, filter, statuses, cursor,
+                                  matched, retried, state, created, updated
+job:{job}:owner            str    the API process working on the job, expiring
+jobs:running               set    jobs not yet done
+limit:{name}               str    a generic rate limiter's state (GCRA arrival time), e.g.
+                                  limit:apikey:{id} for a key's ingest limit
+apikey:{id}                hash   name, scopes (comma list), rate_limit, created, digest
+                                  (HMAC-SHA256 of the key under the pepper; never the key)
+apikeys                    zset   every API key id (score 0, ordered by id = time)
+apikeys:pepper             str    the HMAC pepper, sealed with the master key
+durability:mark            chan   pub/sub, nothing stored: strict mode publishes to it to
+                                  move its connection's replication offset (api/events.py)
 =========================  =====  ====================================================
 """
 
@@ -40,10 +79,20 @@ QUEUE_RETRY = "whs.retries"
 
 ENDPOINTS = PREFIX + "endpoints"
 SUB_ALL = PREFIX + "sub:all"
+SUB_OPS = PREFIX + "sub:ops"
 EVENTS_INDEX = PREFIX + "idx:events"
 DELIVERIES_INDEX = PREFIX + "idx:dlv"
 DUE = PREFIX + "due"
+METRICS = PREFIX + "metrics"
+HEARTBEATS = PREFIX + "heartbeats"
+SCHEDULER_TICK = PREFIX + "scheduler:tick"
+ATTEMPT_COUNTS = PREFIX + "idx:dlv:attcounts"
 SCHEDULER_LOCK = PREFIX + "lock:scheduler"
+TICK_LOCK = PREFIX + "lock:tick"
+JOBS_RUNNING = PREFIX + "jobs:running"
+API_KEYS = PREFIX + "apikeys"
+API_KEY_PEPPER = PREFIX + "apikeys:pepper"
+DURABILITY_MARK = PREFIX + "durability:mark"
 
 # Templates the Lua scripts append an id to.
 LUA_KEYS = {
@@ -51,6 +100,10 @@ LUA_KEYS = {
     "endpoints": ENDPOINTS,
     "sub_type": PREFIX + "sub:type:",
     "sub_all": SUB_ALL,
+    "sub_ops": SUB_OPS,
+    "inflight": PREFIX + "inflight:",
+    "parked": PREFIX + "parked:",
+    "rate": PREFIX + "rate:",
     "event": PREFIX + "event:",
     "events_index": EVENTS_INDEX,
     "delivery": PREFIX + "delivery:",
@@ -59,8 +112,19 @@ LUA_KEYS = {
     "dlv_by_endpoint": PREFIX + "idx:dlv:ep:",
     "dlv_by_status": PREFIX + "idx:dlv:status:",
     "dlv_by_type": PREFIX + "idx:dlv:type:",
+    "dlv_by_ep_status": PREFIX + "idx:dlv:eps:",
+    "dlv_by_class": PREFIX + "idx:dlv:class:",
+    "dlv_by_ep_class": PREFIX + "idx:dlv:epc:",
+    "dlv_by_attempts": PREFIX + "idx:dlv:att:",
+    "attempt_counts": ATTEMPT_COUNTS,
+    "events_by_type": PREFIX + "idx:events:type:",
+    "events_by_key": PREFIX + "idx:events:key:",
+    "metrics": METRICS,
+    "ep_stats": PREFIX + "stats:ep:",
+    "retention_cursor": PREFIX + "retention:cursor",
     "due": DUE,
     "idem": PREFIX + "idem:",
+    "limit": PREFIX + "limit:",
 }
 
 
@@ -92,5 +156,57 @@ def deliveries_by_type(event_type: str) -> str:
     return LUA_KEYS["dlv_by_type"] + event_type
 
 
+def deliveries_by_endpoint_status(endpoint_id: str, status: str) -> str:
+    return f"{LUA_KEYS['dlv_by_ep_status']}{endpoint_id}:{status}"
+
+
+def deliveries_by_class(status_class: str) -> str:
+    return LUA_KEYS["dlv_by_class"] + status_class
+
+
+def deliveries_by_endpoint_class(endpoint_id: str, status_class: str) -> str:
+    return f"{LUA_KEYS['dlv_by_ep_class']}{endpoint_id}:{status_class}"
+
+
+def deliveries_by_attempts(count: int) -> str:
+    return f"{LUA_KEYS['dlv_by_attempts']}{count}"
+
+
+def events_by_type(event_type: str) -> str:
+    return LUA_KEYS["events_by_type"] + event_type
+
+
+def events_by_key(key_id: str) -> str:
+    return LUA_KEYS["events_by_key"] + key_id
+
+
+def endpoint_stats(endpoint_id: str) -> str:
+    return LUA_KEYS["ep_stats"] + endpoint_id
+
+
+def endpoint_minute(endpoint_id: str, minute: int) -> str:
+    return f"{endpoint_stats(endpoint_id)}:m:{minute}"
+
+
+def endpoint_hour(endpoint_id: str, hour: int) -> str:
+    return f"{endpoint_stats(endpoint_id)}:h:{hour}"
+
+
 def idempotency(key_id: str, idempotency_key: str) -> str:
     return f"{LUA_KEYS['idem']}{key_id}:{idempotency_key}"
+
+
+def api_key(key_id: str) -> str:
+    return PREFIX + "apikey:" + key_id
+
+
+def limit(name: str) -> str:
+    return LUA_KEYS["limit"] + name
+
+
+def job(job_id: str) -> str:
+    return PREFIX + "job:" + job_id
+
+
+def job_owner(job_id: str) -> str:
+    return job(job_id) + ":owner"

@@ -9,6 +9,7 @@ from typing import Any
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 
+from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
 
 NAMES = (
@@ -19,6 +20,11 @@ NAMES = (
     "retry",
     "endpoint_save",
     "endpoint_delete",
+    "endpoint_state",
+    "ratelimit",
+    "replay",
+    "expunge",
+    "trim",
 )
 
 
@@ -30,9 +36,11 @@ def _lua_string(value: str) -> str:
 def source(name: str) -> str:
     folder = files("webhook_service.store") / "lua"
     table = ", ".join(f"{field} = {_lua_string(value)}" for field, value in keys.LUA_KEYS.items())
+    ops = ", ".join(f"[{_lua_string(name)}] = true" for name in OPERATIONAL_EVENT_TYPES)
     return "\n".join(
         (
             f"local K = {{{table}}}",
+            f"local OPS_TYPES = {{{ops}}}",
             (folder / "common.lua").read_text(),
             (folder / f"{name}.lua").read_text(),
         )

@@ -188,6 +188,19 @@ async def test_middleware_turns_a_problem_into_its_response() -> None:
     assert body_of(response)["instance"] == "/v1/endpoints/ep_1"
 
 
+@pytest.mark.parametrize(
+    ("path", "instance"),
+    [
+        ("/v1/events/%C2%95E%C3%9E%3C", "/v1/events/%C2%95E%C3%9E%3C"),
+        ("/v1/endpoints/a%20b", "/v1/endpoints/a%20b"),
+    ],
+)
+async def test_the_instance_is_a_uri_reference_whatever_the_path(path: str, instance: str) -> None:
+    response = await _through_middleware(ProblemError(404, "gone"), path)
+    assert isinstance(response, web.Response)
+    assert body_of(response)["instance"] == instance
+
+
 async def test_middleware_turns_http_errors_into_problems_and_keeps_allow() -> None:
     response = await _through_middleware(web.HTTPMethodNotAllowed("PUT", ["GET", "POST"]))
     assert isinstance(response, web.Response)

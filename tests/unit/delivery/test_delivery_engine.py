@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from signer import generate_secret
 from tests.support.mock_http import CompatResponse
 from webhook_service.crypto import MasterKeyError, SecretBox, generate_master_key
 from webhook_service.delivery.backoff import RetryPolicy
-from webhook_service.delivery.engine import DeliveryEngine, Outcome
+from webhook_service.delivery.engine import DeliveryEngine, Result
 from webhook_service.delivery.ssrf import Guard
 from webhook_service.delivery.transport import (
     AiohttpTransport,
@@ -25,7 +26,7 @@ from webhook_service.delivery.transport import (
     OutboundResponse,
 )
 from webhook_service.ids import delivery_id, new_id
-from webhook_service.store.deliveries import Attempt, Job, LeaseResult
+from webhook_service.store.deliveries import Attempt, HealthPolicy, Job, LeaseResult
 from webhook_service.store.endpoints import SealedSecret, encode_secrets
 
 NOW_MS = time.time_ns() // 1_000_000  # verify() checks the timestamp against the real clock
@@ -34,6 +35,7 @@ EVENT_ID = new_id("msg", NOW_MS)
 DELIVERY_ID = delivery_id(EVENT_ID, ENDPOINT_ID)
 URL_OK = "https://receiver.example.com/hook"
 BODY = '{"type":"invoice.paid","data":{"id":"in_1","amount":4200}}'
+HEALTH = HealthPolicy(disable_after_ms=86_400_000, ops_budget=3)
 
 
 @dataclass
@@ -42,20 +44,23 @@ class FakeStore:
 
     jobs: list[Job]
     skipped: dict[str, str] = field(default_factory=dict)
-    leases: list[tuple[list[str], str, int, int]] = field(default_factory=list)
+    leases: list[tuple[list[str], str, int, int, int]] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
 
     async def lease(
-        self, ids: Sequence[str], token: str, now_ms: int, lease_ms: int
+        self, ids: Sequence[str], token: str, now_ms: int, lease_ms: int, max_in_flight: int
     ) -> LeaseResult:
-        self.leases.append((list(ids), token, now_ms, lease_ms))
+        self.leases.append((list(ids), token, now_ms, lease_ms, max_in_flight))
         return LeaseResult(list(self.jobs), dict(self.skipped))
 
     async def record(self, **kwargs: Any) -> tuple[str, int]:
         self.records.append(kwargs)
-        if kwargs["success"]:
-            return "succeeded", kwargs["attempt"].number
-        return ("pending" if kwargs["delay_ms"] is not None else "failed"), kwargs["attempt"].number
+        number = kwargs["attempt"].number
+        if kwargs["outcome"] == "ok":
+            return "succeeded", number
+        if kwargs["outcome"] == "gone":
+            return "disabled", number
+        return ("pending" if kwargs["delay_ms"] is not None else "failed"), number
 
 
 @pytest.fixture
@@ -76,6 +81,7 @@ def make_job(sealed: str, *, attempt: int = 1, **changes: Any) -> Job:
         "body": BODY,
         "url": URL_OK,
         "sealed_secrets": sealed,
+        "headers": {},
     }
     fields.update(changes)
     return Job(**fields)
@@ -105,6 +111,7 @@ def make_engine(
         MockTransport(handler),
         box,
         policy or RetryPolicy((0.0, 10.0, 20.0), jitter=0.0),
+        HEALTH,
         lease_ms=30_000,
         clock=clock,
     )
@@ -209,9 +216,9 @@ async def test_a_cached_signer_drops_the_old_secret_once_it_expires(box: SecretB
 async def test_lease_gets_the_ids_clock_and_lease_length(box: SecretBox) -> None:
     store = FakeStore([make_job(seal(box, (generate_secret(), None)))])
     await make_engine(store, box, Receiver()).run([DELIVERY_ID, "dlv_other"])
-    [(ids, token, now, lease_ms)] = store.leases
+    [(ids, token, now, lease_ms, per_endpoint)] = store.leases
     assert ids == [DELIVERY_ID, "dlv_other"]
-    assert (now, lease_ms) == (NOW_MS, 30_000)
+    assert (now, lease_ms, per_endpoint) == (NOW_MS, 30_000, 10)
     # The lease token is what record() must present.
     assert store.records[0]["token"] == token
     assert token
@@ -223,9 +230,9 @@ async def test_2xx_records_success_with_no_delay(box: SecretBox, status: int) ->
     receiver = Receiver(OutboundResponse(status, b"thanks", duration_ms=12))
     outcomes = await make_engine(store, box, receiver).run([DELIVERY_ID])
 
-    assert outcomes == [Outcome(DELIVERY_ID, "succeeded", 2)]
+    assert outcomes == [Result(DELIVERY_ID, "succeeded", 2)]
     [record] = store.records
-    assert record["success"] is True
+    assert record["outcome"] == "ok"
     assert record["delay_ms"] is None
     assert record["delivery_id"] == DELIVERY_ID
     assert record["now_ms"] == NOW_MS
@@ -247,9 +254,9 @@ async def test_failure_records_the_policy_delay(
     receiver = Receiver(OutboundResponse(status, b"\xff oops"))
     outcomes = await make_engine(store, box, receiver).run([DELIVERY_ID])
 
-    assert outcomes == [Outcome(DELIVERY_ID, "pending", 1)]
+    assert outcomes == [Result(DELIVERY_ID, "pending", 1)]
     [record] = store.records
-    assert record["success"] is False
+    assert record["outcome"] == "fail"
     assert record["delay_ms"] == scheduled_ms
     assert record["attempt"].status_code == status
     # Undecodable bytes are replaced, not fatal.
@@ -268,9 +275,9 @@ async def test_the_spent_schedule_records_no_delay(box: SecretBox) -> None:
     # Three entries, and this is attempt 3: nothing is left.
     store = FakeStore([make_job(seal(box, (generate_secret(), None)), attempt=3)])
     outcomes = await make_engine(store, box, Receiver(OutboundResponse(500))).run([DELIVERY_ID])
-    assert store.records[0]["success"] is False
+    assert store.records[0]["outcome"] == "fail"
     assert store.records[0]["delay_ms"] is None
-    assert outcomes == [Outcome(DELIVERY_ID, "failed", 3)]
+    assert outcomes == [Result(DELIVERY_ID, "failed", 3)]
 
 
 async def test_transport_errors_are_recorded_with_their_class(box: SecretBox) -> None:
@@ -279,7 +286,7 @@ async def test_transport_errors_are_recorded_with_their_class(box: SecretBox) ->
     receiver = Receiver(OutboundResponse(None, error="timeout", duration_ms=15_000))
     await make_engine(store, box, receiver, policy).run([DELIVERY_ID])
     [record] = store.records
-    assert record["success"] is False
+    assert record["outcome"] == "fail"
     assert record["attempt"].error == "timeout"
     assert record["attempt"].status_code is None
     assert record["attempt"].duration_ms == 15_000
@@ -299,7 +306,7 @@ async def test_a_garbled_retry_after_is_still_recorded(box: SecretBox) -> None:
     receiver = Receiver(OutboundResponse(503, headers={"Retry-After": "\u00b2"}))
     await make_engine(store, box, receiver).run([DELIVERY_ID])
     [record] = store.records
-    assert record["success"] is False
+    assert record["outcome"] == "fail"
     assert record["delay_ms"] == 10_000  # the header is ignored, the schedule stands
 
 
@@ -311,9 +318,9 @@ async def test_skipped_deliveries_are_reported_and_not_sent(box: SecretBox) -> N
     receiver = Receiver()
     outcomes = await make_engine(store, box, receiver).run([DELIVERY_ID, "dlv_gone", "dlv_done"])
     assert set(outcomes) == {
-        Outcome("dlv_gone", "gone"),
-        Outcome("dlv_done", "done"),
-        Outcome(DELIVERY_ID, "succeeded", 1),
+        Result("dlv_gone", "gone"),
+        Result("dlv_done", "done"),
+        Result(DELIVERY_ID, "succeeded", 1),
     }
     assert len(receiver.requests) == 1
     assert [r["delivery_id"] for r in store.records] == [DELIVERY_ID]
@@ -345,7 +352,7 @@ async def test_an_async_handler_works_the_same(box: SecretBox) -> None:
         return OutboundResponse(204)
 
     assert await make_engine(store, box, handler).run([DELIVERY_ID]) == [
-        Outcome(DELIVERY_ID, "succeeded", 1)
+        Result(DELIVERY_ID, "succeeded", 1)
     ]
 
 
@@ -375,6 +382,7 @@ async def _run_over_http(box: SecretBox, http: aioresponses, headers: dict[str, 
         transport,
         box,
         RetryPolicy((0.0, 10.0, 20.0), jitter=0.0),
+        HEALTH,
         lease_ms=30_000,
         clock=lambda: NOW_MS,
     )
@@ -395,3 +403,78 @@ async def test_retry_after_header_name_is_case_insensitive(
     box: SecretBox, http: aioresponses
 ) -> None:
     assert await _run_over_http(box, http, {"retry-after": "15"}) == 15_000
+
+
+# -- receiver verdicts, endpoint headers, background sends ---------------------------------------
+
+
+async def test_410_says_the_endpoint_is_gone_and_asks_no_retry(box: SecretBox) -> None:
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)), attempt=1)])
+    outcomes = await make_engine(store, box, Receiver(OutboundResponse(410))).run([DELIVERY_ID])
+    [record] = store.records
+    assert record["outcome"] == "gone"
+    assert record["delay_ms"] is None
+    assert record["health"] == HEALTH
+    assert outcomes == [Result(DELIVERY_ID, "disabled", 1)]
+
+
+async def test_endpoint_headers_are_sent_but_never_override_ours(box: SecretBox) -> None:
+    secret = generate_secret()
+    job = make_job(
+        seal(box, (secret, None)),
+        headers={"X-Tenant": "acme", "webhook-id": "forged", "Content-Type": "text/plain"},
+    )
+    receiver = Receiver()
+    await make_engine(FakeStore([job]), box, receiver).run([DELIVERY_ID])
+    [sent] = receiver.requests
+    assert sent.headers["X-Tenant"] == "acme"
+    assert sent.headers["webhook-id"] == EVENT_ID
+    assert sent.headers["Content-Type"] == "application/json"
+    verify(secret, sent)
+
+
+async def test_start_returns_once_leased_and_drain_waits_for_the_sends(box: SecretBox) -> None:
+    release = asyncio.Event()
+
+    async def slow(request: OutboundRequest) -> OutboundResponse:
+        await release.wait()
+        return OutboundResponse(200)
+
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)))])
+    engine = make_engine(store, box, slow)
+    assert await engine.start([DELIVERY_ID]) == []
+    assert len(store.leases) == 1
+    assert store.records == []  # still sending
+    assert await engine.drain(0.05) == 1
+    release.set()
+    assert await engine.drain(5) == 0
+    assert [r["outcome"] for r in store.records] == ["ok"]
+
+
+async def test_start_waits_for_room_below_the_process_cap(box: SecretBox) -> None:
+    release = asyncio.Event()
+
+    async def slow(request: OutboundRequest) -> OutboundResponse:
+        await release.wait()
+        return OutboundResponse(200)
+
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)))])
+    engine = DeliveryEngine(
+        store,  # type: ignore[arg-type]
+        MockTransport(slow),
+        box,
+        RetryPolicy((0.0,), jitter=0.0),
+        HEALTH,
+        lease_ms=30_000,
+        max_in_flight=1,
+        clock=lambda: NOW_MS,
+    )
+    await engine.start([DELIVERY_ID])
+    second = asyncio.create_task(engine.start([DELIVERY_ID]))
+    await asyncio.sleep(0.05)
+    assert not second.done()  # the one slot is taken: no second lease yet
+    assert len(store.leases) == 1
+    release.set()
+    await asyncio.wait_for(second, 5)
+    assert len(store.leases) == 2
+    await engine.drain(5)

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import pickle
 import socket
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import aiohttp
 import pytest
 from aiohttp import web
-from aiohttp.abc import AbstractResolver, ResolveResult
 
+from tests.support.fake_dns import FakeResolver
 from webhook_service.delivery.ssrf import (
     REASONS,
     DestinationBlocked,
@@ -24,37 +24,6 @@ from webhook_service.delivery.ssrf import (
     blocked_reason,
     redact_url,
 )
-
-
-class FakeResolver(AbstractResolver):
-    """Answers from a fixed table; unknown names fail like a real NXDOMAIN."""
-
-    def __init__(self, table: Mapping[str, Sequence[str]]) -> None:
-        self.table = dict(table)
-        self.calls: list[tuple[str, int, int]] = []
-        self.closed = False
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        self.calls.append((host, port, family))
-        if host not in self.table:
-            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        return [
-            ResolveResult(
-                hostname=host,
-                host=addr,
-                port=port,
-                family=socket.AF_INET6 if ":" in addr else socket.AF_INET,
-                proto=0,
-                flags=socket.AI_NUMERICHOST,
-            )
-            for addr in self.table[host]
-        ]
-
-    async def close(self) -> None:
-        self.closed = True
-
 
 # (url, expected reason) -- every blocked range, spelling trick and syntax rule.
 HOSTILE = [
@@ -89,6 +58,8 @@ HOSTILE = [
     ("http://printer.local/", "localhost_name"),
     ("http://metadata.google.internal/computeMetadata/v1/", "localhost_name"),
     ("http://db.corp.internal/", "localhost_name"),
+    ("http://router.home.arpa/", "localhost_name"),
+    ("http://nas.localdomain/", "localhost_name"),
     # IPv4 spellings a resolver would turn into 127.0.0.1
     ("http://2130706433/", "non_canonical_ip"),
     ("http://0x7f.1/", "non_canonical_ip"),
@@ -144,6 +115,7 @@ HOSTILE = [
     ("http://[64:ff9b:1::1]/", "blocked_address"),
     ("http://[2002:7f00:1::]/", "blocked_address"),
     ("http://[2001::1]/", "blocked_address"),
+    ("http://[2001:20::1]/", "blocked_address"),
     ("http://[4000::1]/", "blocked_address"),
 ]
 
@@ -444,6 +416,22 @@ async def test_guarded_resolver_passes_lookup_errors_through() -> None:
     with pytest.raises(DestinationBlocked) as info:
         await resolver.resolve("empty.example", 80)
     assert info.value.reason == "unresolvable"
+
+
+@pytest.mark.asyncio
+async def test_guard_resolver_serves_creation_and_send_checks() -> None:
+    own = FakeResolver({"flip.example": ["93.184.215.14"]})
+    guard = Guard(resolver=own)
+    await guard.check_url_resolved("https://flip.example/")
+    own.table["flip.example"] = ["127.0.0.1"]
+    with pytest.raises(DestinationBlocked):
+        await guard.check_url_resolved("https://flip.example/")
+    guarded = GuardedResolver(guard)
+    with pytest.raises(DestinationBlocked):
+        await guarded.resolve("flip.example", 443)
+    await guarded.close()
+    assert len(own.calls) == 3
+    assert not own.closed  # the guard's resolver belongs to whoever built the guard
 
 
 @pytest.mark.asyncio

@@ -74,11 +74,11 @@ class _FakeRedis:
         return dict(self.hashes.get(key, {}))
 
 
-async def _saved_fields(record: EndpointRecord, *, with_secrets: bool = True) -> dict[str, str]:
+async def _saved_fields(record: EndpointRecord, *, creating: bool = True) -> dict[str, str]:
     """The field/value pairs save() hands the endpoint_save script."""
     scripts = _FakeScripts()
     await EndpointStore(_FakeRedis(), scripts).save(  # type: ignore[arg-type]
-        record, with_secrets=with_secrets
+        record, creating=creating
     )
     [(name, args)] = scripts.calls
     assert name == "endpoint_save"
@@ -117,10 +117,28 @@ async def test_an_endpoint_round_trips_through_the_store(
     assert await _round_trip(record) == record
 
 
-async def test_an_update_without_secrets_leaves_them_alone(box: SecretBox) -> None:
+async def test_an_update_leaves_secrets_and_the_enabled_state_alone(box: SecretBox) -> None:
     record = _record(["a"], box)
-    assert "secrets" in await _saved_fields(record, with_secrets=True)
-    assert "secrets" not in await _saved_fields(record, with_secrets=False)
+    created = await _saved_fields(record, creating=True)
+    assert "secrets" in created and created["disabled"] == "0"
+    updated = await _saved_fields(record, creating=False)
+    assert "secrets" not in updated and "disabled" not in updated
+
+
+async def test_headers_rate_limit_and_operations_round_trip(box: SecretBox) -> None:
+    record = _record(None, box)
+    record.headers = {"X-Tenant": "acme", "Authorization": "Bearer t"}
+    record.rate_limit = 2.5
+    record.operations = True
+    assert await _round_trip(record) == record
+
+
+async def test_an_endpoint_created_disabled_says_why(box: SecretBox) -> None:
+    record = _record(None, box)
+    record.disabled = True
+    fields = await _saved_fields(record)
+    assert (fields["disabled"], fields["disabled_reason"]) == ("1", "manual")
+    assert fields["disabled_at"] == str(record.created_ms)
 
 
 async def test_saved_event_types_are_sorted_and_unique(box: SecretBox) -> None:

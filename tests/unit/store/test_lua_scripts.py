@@ -7,6 +7,7 @@ from importlib.resources import files
 
 import pytest
 
+from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
 from webhook_service.store.scripts import NAMES, source
 
@@ -25,7 +26,8 @@ def _code(file: str) -> str:
 
 
 def _preamble(name: str) -> str:
-    return source(name).split("\n", 1)[0]
+    """The key table line, then the operational event types line."""
+    return "\n".join(source(name).split("\n", 2)[:2])
 
 
 def test_every_script_name_has_a_file_and_every_file_is_used() -> None:
@@ -38,7 +40,7 @@ def test_every_script_name_has_a_file_and_every_file_is_used() -> None:
 def test_each_source_starts_with_the_key_table(name: str) -> None:
     text = source(name)
     assert text.startswith("local K = {")
-    first = _preamble(name)
+    first = _preamble(name).split("\n")[0]
     assert first.endswith("}")
     table = dict(PREAMBLE_ENTRY.findall(first[len("local K = {") : -1]))
     assert table == keys.LUA_KEYS
@@ -50,6 +52,12 @@ def test_each_source_is_preamble_then_common_then_the_script(name: str) -> None:
     common = (LUA_DIR / "common.lua").read_text()
     own = (LUA_DIR / f"{name}.lua").read_text()
     assert text == "\n".join((_preamble(name), common, own))
+
+
+def test_the_preamble_names_exactly_the_operational_event_types() -> None:
+    line = _preamble("record").split("\n")[1]
+    assert line.startswith("local OPS_TYPES = {")
+    assert re.findall(r'\["([^"]+)"\] = true', line) == list(OPERATIONAL_EVENT_TYPES)
 
 
 def test_every_script_gets_the_same_preamble() -> None:

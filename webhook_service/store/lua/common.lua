@@ -1,10 +1,94 @@
 -- Helpers shared by every script; scripts.py prepends `local K = {...}` (the key templates
 -- from keys.py) and this file to each script, so key names are spelled only in keys.py.
 
+-- A delivery's status with its indexes (also per endpoint, which answers "this endpoint's
+-- failed deliveries" and its backlog without a scan); final ones count in the metrics.
+local FINAL = {succeeded = true, failed = true, disabled = true}
 local function move_status(id, old, new)
   if old == new then return end
-  if old then redis.call('ZREM', K.dlv_by_status .. old, id) end
+  local ep = redis.call('HGET', K.delivery .. id, 'endpoint')
+  if old then
+    redis.call('ZREM', K.dlv_by_status .. old, id)
+    redis.call('ZREM', K.dlv_by_ep_status .. ep .. ':' .. old, id)
+  end
   redis.call('ZADD', K.dlv_by_status .. new, 0, id)
+  redis.call('ZADD', K.dlv_by_ep_status .. ep .. ':' .. new, 0, id)
+  if FINAL[new] then redis.call('HINCRBY', K.metrics, 'outcome:' .. new, 1) end
+end
+
+-- What the last attempt got: '2xx'..'5xx' for an HTTP answer, else 'timeout' or 'network'.
+local function status_class(code, err)
+  if code ~= '' then return string.sub(code, 1, 1) .. 'xx' end
+  if err == 'timeout' then return 'timeout' end
+  return 'network'
+end
+
+-- Histograms keep powers of two: bucket b counts values in (2^(b-1), 2^b] ms, bucket 0
+-- those up to 1 ms. store/buckets.py reads them back.
+local function log2_bucket(ms)
+  local b, top = 0, 1
+  while top < ms do
+    top = top * 2
+    b = b + 1
+  end
+  return b
+end
+
+local function count_window(key, ttl_s, fields)
+  for _, field in ipairs(fields) do redis.call('HINCRBY', key, field, 1) end
+  redis.call('EXPIRE', key, ttl_s)
+end
+
+-- One recorded attempt in the history indexes (attempt count, last status class), the
+-- cluster metrics, and the endpoint's per-minute and per-hour windows.
+-- attempts: the count after this attempt; status: the delivery's status after it.
+local function note_attempt(id, ep, attempts, status, code, err, attempt_json, now)
+  local key = K.delivery .. id
+  local d = redis.call('HMGET', key, 'class', 'created')
+  local class = status_class(code, err)
+  if d[1] and d[1] ~= class then
+    redis.call('ZREM', K.dlv_by_class .. d[1], id)
+    redis.call('ZREM', K.dlv_by_ep_class .. ep .. ':' .. d[1], id)
+  end
+  redis.call('ZADD', K.dlv_by_class .. class, 0, id)
+  redis.call('ZADD', K.dlv_by_ep_class .. ep .. ':' .. class, 0, id)
+  redis.call('ZREM', K.dlv_by_attempts .. (attempts - 1), id)
+  redis.call('ZADD', K.dlv_by_attempts .. attempts, 0, id)
+  redis.call('SADD', K.attempt_counts, attempts)
+  redis.call('HSET', key, 'class', class)
+
+  local ms = math.max(0, tonumber(cjson.decode(attempt_json).d) or 0)
+  local b = log2_bucket(ms)
+  redis.call('HINCRBY', K.metrics, 'attempts:' .. class, 1)
+  redis.call('HINCRBY', K.metrics, 'duration:' .. b, 1)
+  redis.call('HINCRBY', K.metrics, 'duration_sum_ms', ms)
+  local ok = class == '2xx'
+  if ok then
+    local latency = math.max(0, now - tonumber(d[2] or now))
+    redis.call('HINCRBY', K.metrics, 'latency:' .. log2_bucket(latency), 1)
+    redis.call('HINCRBY', K.metrics, 'latency_sum_ms', latency)
+  end
+
+  local fields = {'a', 'd' .. b}
+  if ok then fields[#fields + 1] = 's' end
+  if status == 'succeeded' then fields[#fields + 1] = 'ds' end
+  if status == 'failed' then fields[#fields + 1] = 'df' end
+  local stats = K.ep_stats .. ep
+  count_window(stats .. ':m:' .. math.floor(now / 60000), 7200, fields)
+  count_window(stats .. ':h:' .. math.floor(now / 3600000), 93600, fields)
+  if ok then
+    redis.call('HSET', stats, 'last_success', now)
+  else
+    redis.call('HSET', stats, 'last_failure', now, 'last_failure_code', code,
+      'last_failure_error', err)
+  end
+end
+
+-- A delivery that ends without an attempt (its endpoint or its payload is gone).
+local function fail_unsent(id, why, now)
+  redis.call('HSET', K.delivery .. id, 'status', 'failed', 'error', why, 'updated', now)
+  move_status(id, 'pending', 'failed')
+  redis.call('ZREM', K.due, id)
 end
 
 -- An endpoint's event_types field: '' means every type, otherwise a JSON list.
@@ -23,4 +107,79 @@ end
 
 local function subscribe(id, types_json)
   for _, k in ipairs(subscription_keys(types_json)) do redis.call('SADD', k, id) end
+end
+
+-- One delivery of an event to an endpoint, with its indexes; returns its status.
+local function create_delivery(now, id, event_id, ep, etype, budget, due_at)
+  local status = 'pending'
+  if redis.call('HGET', K.endpoint .. ep, 'disabled') == '1' then status = 'disabled' end
+  redis.call('HSET', K.delivery .. id, 'event', event_id, 'endpoint', ep, 'type', etype,
+    'status', status, 'attempts', 0, 'budget', budget, 'next_at', now,
+    'created', now, 'updated', now)
+  redis.call('ZADD', K.dlv_index, 0, id)
+  redis.call('ZADD', K.dlv_by_endpoint .. ep, 0, id)
+  redis.call('ZADD', K.dlv_by_type .. etype, 0, id)
+  redis.call('ZADD', K.dlv_by_attempts .. 0, 0, id)
+  redis.call('SADD', K.attempt_counts, 0)
+  move_status(id, nil, status)
+  if status == 'pending' then redis.call('ZADD', K.due, due_at, id) end
+  return status
+end
+
+-- Write one event and one delivery per endpoint, with their indexes. A disabled endpoint's
+-- delivery is kept in status 'disabled' (recover re-sends it later); the others are due at
+-- due_at, the safety net that re-wakes them if the API's wake-up is lost.
+-- Returns every delivery id and the pending ones.
+local function create_event(now, event_id, etype, body, key_id, endpoints, budget, due_at)
+  local event_part = string.sub(event_id, 5)
+  local ids, pending = {}, {}
+  for i, ep in ipairs(endpoints) do
+    local id = 'dlv_' .. event_part .. string.sub(ep, 4)
+    ids[i] = id
+    if create_delivery(now, id, event_id, ep, etype, budget, due_at) == 'pending' then
+      pending[#pending + 1] = id
+    end
+  end
+  redis.call('HSET', K.event .. event_id, 'type', etype, 'created', now, 'body', body,
+    'key', key_id, 'dlvs', table.concat(ids, ','))
+  redis.call('ZADD', K.events_index, 0, event_id)
+  redis.call('ZADD', K.events_by_type .. etype, 0, event_id)
+  redis.call('ZADD', K.events_by_key .. key_id, 0, event_id)
+  return ids, pending
+end
+
+-- An operational event about our own health (endpoint.disabled, ...): stored like any
+-- event and delivered to the operations endpoints, due at once. ctx carries the ids and
+-- timestamp the caller prepared, since Lua can make neither.
+local function emit_ops(ctx, etype, data)
+  local event_id = table.remove(ctx.ids, 1)
+  local body = cjson.encode({type = etype, timestamp = ctx.iso, data = data})
+  local endpoints = redis.call('SMEMBERS', K.sub_ops)
+  create_event(ctx.now, event_id, etype, body, 'system', endpoints, ctx.budget, ctx.now)
+  return event_id
+end
+
+-- Stop delivering to an endpoint; its pending deliveries turn 'disabled' when next leased.
+-- Returns false when it was disabled already.
+local function disable_endpoint(ep, reason, now)
+  local key = K.endpoint .. ep
+  local state = redis.call('HMGET', key, 'url', 'disabled')
+  if not state[1] or state[2] == '1' then return false end
+  redis.call('HSET', key, 'disabled', '1', 'disabled_reason', reason, 'disabled_at', now,
+    'updated', now)
+  return true
+end
+
+-- Generic cell rate algorithm: on average one request per 1/rate s, bursts of `burst`.
+-- Counts the request and returns 0 when it may go now, otherwise the ms to wait.
+local function gcra(key, now, rate, burst)
+  local interval = 1000 / rate
+  local tat = tonumber(redis.call('GET', key) or '0')
+  if tat < now then tat = now end
+  local wait = tat - now - interval * (burst - 1)
+  if wait > 0 then return math.ceil(wait) end
+  local next_tat = tat + interval
+  redis.call('SET', key, string.format('%.3f', next_tat), 'PX',
+    math.ceil(next_tat - now + interval * burst))
+  return 0
 end

@@ -1,13 +1,19 @@
--- Create or update an endpoint and its subscriptions together.
--- ARGV: id, field/value pairs... (must include event_types and disabled)
+-- Create or update an endpoint and its subscriptions together. Disabled endpoints stay
+-- subscribed: their events are kept as 'disabled' deliveries until a recovery.
+-- ARGV: id, field/value pairs... (must include url, event_types and operations)
 local id = ARGV[1]
 local key = K.endpoint .. id
-local old = redis.call('HMGET', key, 'event_types', 'disabled')
+local old = redis.call('HMGET', key, 'event_types', 'url')
 if old[2] then unsubscribe(id, old[1]) end
 local fields = {}
 for i = 2, #ARGV do fields[#fields + 1] = ARGV[i] end
 redis.call('HSET', key, unpack(fields))
-local now = redis.call('HMGET', key, 'event_types', 'disabled')
-if now[2] ~= '1' then subscribe(id, now[1]) end
+local now = redis.call('HMGET', key, 'event_types', 'operations')
+subscribe(id, now[1])
+if now[2] == '1' then
+  redis.call('SADD', K.sub_ops, id)
+else
+  redis.call('SREM', K.sub_ops, id)
+end
 redis.call('ZADD', K.endpoints, 0, id)
 return 1

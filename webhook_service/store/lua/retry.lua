@@ -1,12 +1,23 @@
--- An admin's retry: a finished delivery gets one more attempt, now.
--- ARGV: now_ms, id, grace_ms
-local now, id = tonumber(ARGV[1]), ARGV[2]
-local key = K.delivery .. id
-local d = redis.call('HMGET', key, 'status', 'attempts')
-if not d[1] then return 'missing' end
-if d[1] == 'pending' then return 'pending' end
-redis.call('HSET', key, 'status', 'pending', 'budget', tonumber(d[2]) + 1, 'next_at', now,
-  'updated', now)
-move_status(id, d[1], 'pending')
-redis.call('ZADD', K.due, now + tonumber(ARGV[3]), id)
-return 'ok'
+-- An admin's retry: each finished delivery named gets one more attempt, now. Deliveries
+-- still pending are on their way already and are left alone.
+-- ARGV: now_ms, grace_ms, delivery ids...
+-- Returns one of 'ok', 'pending', 'missing' per id.
+local now, grace = tonumber(ARGV[1]), tonumber(ARGV[2])
+local out = {}
+for i = 3, #ARGV do
+  local id = ARGV[i]
+  local key = K.delivery .. id
+  local d = redis.call('HMGET', key, 'status', 'attempts')
+  if not d[1] then
+    out[#out + 1] = 'missing'
+  elseif d[1] == 'pending' then
+    out[#out + 1] = 'pending'
+  else
+    redis.call('HSET', key, 'status', 'pending', 'budget', tonumber(d[2]) + 1, 'next_at', now,
+      'updated', now)
+    move_status(id, d[1], 'pending')
+    redis.call('ZADD', K.due, now + grace, id)
+    out[#out + 1] = 'ok'
+  end
+end
+return out

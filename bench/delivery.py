@@ -1,0 +1,131 @@
+"""Delivery throughput: ours against the naive baseline, same Redis, same receiver.
+
+A run loads a backlog while the workers do not consume (ours through the API, the naive
+one as one Celery task per delivery), lets the workers at it and times the receiver from
+the first verified arrival to the last; every delivery is counted.
+Each event goes to every one of the run's endpoints, so ``deliveries = events x endpoints``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from kombu import Producer
+
+from bench.http_load import closed_loop
+from bench.naive.app import QUEUE as NAIVE_QUEUE
+from bench.naive.app import TASK as NAIVE_TASK
+from bench.naive.app import app as naive_app
+from bench.plan import Plan
+from bench.procs import Child
+from bench.rig import Rig, Workers
+from bench.stats import spread
+
+# Connections the backlog is loaded through: well under the API's Redis pool.
+_LOAD_CONNECTIONS = 32
+
+
+def naive_body() -> str:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+    return orjson.dumps(
+        {"type": "bench.naive", "timestamp": stamp, "data": {"invoice": 42, "amount": 1999}}
+    ).decode()
+
+
+def publish_naive_event(rig: Rig, targets: dict[str, str], producer: Producer) -> str:
+    """The naive fan-out of one event: one task per endpoint, as a tutorial's loop would."""
+    msg_id, body = "msg_" + secrets.token_hex(12), naive_body()
+    for name, secret in targets.items():
+        naive_app.send_task(
+            NAIVE_TASK,
+            args=[rig.receiver.url(name), secret, msg_id, body],
+            queue=NAIVE_QUEUE,
+            producer=producer,
+        )
+    return msg_id
+
+
+def publish_naive(rig: Rig, targets: dict[str, str], events: int) -> None:
+    with naive_app.producer_or_acquire() as producer:
+        for _ in range(events):
+            publish_naive_event(rig, targets, producer)
+
+
+async def _drain(rig: Rig, pool: Workers, expected: int) -> dict[str, Any]:
+    await rig.resume(pool)
+    stats = await rig.receiver.wait_for(expected)
+    span = (stats["last"] or 0.0) - (stats["first"] or 0.0)
+    return {
+        "rate": (stats["received"] - 1) / span if span > 0 else math.nan,
+        "delivered": stats["received"],
+        "expected": expected,
+        "rejected": stats["rejected"],
+        "rss": pool.child.rss_bytes(),
+    }
+
+
+async def ours(
+    rig: Rig,
+    endpoints: int,
+    deliveries: int,
+    workers: int,
+    watch: Callable[[Child], object] | None = None,
+) -> dict[str, Any]:
+    """``watch`` sees the worker just before it starts on the backlog (a profiler attaches)."""
+    pool = await rig.workers("ours", workers)
+    await rig.pause(pool)
+    rig.reset()
+    await rig.receiver.reset()
+    event_type = f"bench.deliver.{endpoints}"
+    await rig.endpoints([f"ours-{endpoints}-{n}" for n in range(endpoints)], event_type)
+    events = max(1, deliveries // endpoints)
+    request = rig.event_request(event_type)
+    loaded = await closed_loop(rig.api_port, request, connections=_LOAD_CONNECTIONS, count=events)
+    if watch is not None:
+        watch(pool.child)
+    return await _drain(rig, pool, loaded.statuses[202] * endpoints)
+
+
+async def naive(rig: Rig, endpoints: int, deliveries: int, workers: int) -> dict[str, Any]:
+    pool = await rig.workers("naive", workers)
+    await rig.pause(pool)
+    rig.reset()
+    await rig.receiver.reset()
+    targets = await rig.naive_secrets([f"naive-{endpoints}-{n}" for n in range(endpoints)])
+    events = max(1, deliveries // endpoints)
+    await asyncio.to_thread(publish_naive, rig, targets, events)
+    return await _drain(rig, pool, events * endpoints)
+
+
+async def _compare(rig: Rig, plan: Plan, endpoints: int, workers: int) -> dict[str, Any]:
+    """Ours and naive interleaved, so drift in the machine's load hits both alike."""
+    runs: dict[str, list[dict[str, Any]]] = {"ours": [], "naive": []}
+    for _ in range(plan.repeats):
+        runs["ours"].append(await ours(rig, endpoints, plan.deliveries, workers))
+        runs["naive"].append(await naive(rig, endpoints, plan.deliveries, workers))
+    return {
+        side: {"rate": spread([r["rate"] for r in rs]), "runs": rs} for side, rs in runs.items()
+    }
+
+
+async def measure(rig: Rig, plan: Plan) -> dict[str, Any]:
+    by_endpoints = {
+        str(n): await _compare(rig, plan, n, plan.default_workers) for n in plan.endpoint_counts
+    }
+    middle = plan.endpoint_counts[len(plan.endpoint_counts) // 2]
+    by_workers = {
+        # The default worker count at this width was just measured above.
+        str(w): by_endpoints[str(middle)]
+        if w == plan.default_workers
+        else await _compare(rig, plan, middle, w)
+        for w in plan.worker_counts
+    }
+    rig.retire("ours")
+    rig.retire("naive")
+    return {"by_endpoints": by_endpoints, "by_workers": {"endpoints": middle, **by_workers}}

@@ -1,0 +1,1 @@
+"""The naive baseline: webhooks the way the usual Celery tutorials send them."""

@@ -1,0 +1,103 @@
+"""Where the time goes: py-spy samples the API under ingest load and a worker delivering.
+
+``python -m bench.run --profile`` runs only this: one ingest load at 1 000 ev/s with the
+API sampled, one delivery backlog with the worker (and its prefork children) sampled. The
+raw collapsed stacks land in ``bench/results/profile-*.txt`` (feed them to any flame graph
+tool); the summary lists the functions that hold the CPU themselves and the share of
+samples under each library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bench import delivery
+from bench.http_load import closed_loop, open_loop
+from bench.plan import Plan
+from bench.procs import Child
+from bench.rig import Rig
+
+PY_SPY = Path(sys.executable).parent / "py-spy"
+_RATE = 250  # samples/s: enough detail, little drag on a 2-core machine
+_TOP = 20
+# Libraries whose share of all samples the summary reports (path fragments).
+_LIBRARIES = (
+    "celery", "kombu", "redis", "aiohttp", "logging", "pydantic", "orjson", "asyncio",
+    "webhook_service", "workers", "signer", "multidict", "yarl", "billiard", "concurrent",
+)  # fmt: skip
+
+
+def record(child: Child, seconds: float, out: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            str(PY_SPY), "record", "--pid", str(child.pid), "--duration", str(int(seconds)),
+            "--rate", str(_RATE), "--format", "raw", "--output", str(out), "--subprocesses",
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def summarize(raw: Path) -> dict[str, Any]:
+    """Self time by function, and the share of samples with each library on the stack."""
+    own: Counter[str] = Counter()
+    libraries: Counter[str] = Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack:
+            continue
+        count = int(count_text)
+        total += count
+        frames = stack.split(";")
+        # "function (path/to/file.py:123)": the leaf is the frame holding the CPU.
+        own[frames[-1].rsplit(":", 1)[0] + ")"] += count
+        for library in _LIBRARIES:
+            if any(f"/{library}/" in frame for frame in frames):
+                libraries[library] += count
+    return {
+        "samples": total,
+        "self": [(name, round(100 * n / total, 1)) for name, n in own.most_common(_TOP)],
+        "libraries": {k: round(100 * n / total, 1) for k, n in libraries.most_common()},
+    }
+
+
+async def run(rig: Rig, plan: Plan, out_dir: Path) -> dict[str, Any]:
+    await asyncio.to_thread(out_dir.mkdir, parents=True, exist_ok=True)
+    rig.reset()
+    event_type = "bench.profile"
+    await rig.endpoints([f"prof-{n}" for n in range(plan.fanout)], event_type)
+    request = rig.event_request(event_type)
+    await closed_loop(rig.api_port, request, connections=8, count=300)
+    api_raw = out_dir / "profile-api.txt"
+    seconds = max(5.0, plan.load_seconds)
+    spy = record(rig.children["api"], seconds, api_raw)
+    await open_loop(rig.api_port, request, 1000, seconds)
+    await asyncio.to_thread(spy.wait)
+
+    worker_raw = out_dir / "profile-worker.txt"
+    spies: list[subprocess.Popen[bytes]] = []
+    result = await delivery.ours(
+        rig,
+        10,
+        max(plan.deliveries, 8000),
+        plan.default_workers,
+        watch=lambda worker: spies.append(record(worker, 30, worker_raw)),
+    )
+    for spy in spies:
+        # It stops by itself once the worker is gone; SIGINT makes it write what it has.
+        if spy.poll() is None:
+            spy.send_signal(signal.SIGINT)
+        await asyncio.to_thread(spy.wait)
+    return {
+        "api": summarize(api_raw) if api_raw.exists() else None,
+        "worker": summarize(worker_raw) if worker_raw.exists() else None,
+        "delivery": result,
+    }

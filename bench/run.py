@@ -1,0 +1,125 @@
+"""Run the end-to-end benchmarks: ``python -m bench.run [--plan quick|full] [--profile]``.
+
+Starts Valkey (AOF on), the API, the scheduler and a verifying receiver, measures the
+floors, ingest, delivery against the naive baseline, latency, footprint and scaling, stops
+everything, prints the table and writes ``bench/results/<plan>.json`` and ``<plan>.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import uvloop
+
+from bench import delivery, fanout, floors, ingest, latency, profile
+from bench.plan import PLANS, Plan
+from bench.report import markdown_table, rows, text_table
+from bench.rig import Rig
+
+RESULTS = Path("bench/results")
+Phase = Callable[[Rig, Plan], Awaitable[dict[str, Any]]]
+PHASES: dict[str, Phase] = {
+    "floors": floors.measure,
+    "ingest": ingest.measure,
+    "delivery": delivery.measure,
+    "latency": latency.measure,
+    "fanout": fanout.measure,
+}
+
+
+def _machine() -> dict[str, Any]:
+    model = ""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "memory_gib": round(pages / 2**30, 1),
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "commit": commit,
+        "tree_dirty": bool(
+            subprocess.run(
+                ["git", "status", "--porcelain"], capture_output=True, text=True, check=False
+            ).stdout.strip()
+        ),
+    }
+
+
+async def _run(plan: Plan, phases: Sequence[str], profiling: bool, keep: bool) -> dict[str, Any]:
+    started = time.monotonic()
+    directory = Path(tempfile.mkdtemp(prefix="whs-bench-"))
+    result: dict[str, Any] = {
+        "plan": plan.name,
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": _machine(),
+        "load_before": os.getloadavg(),
+    }
+    rig = await Rig.start(directory, log_level="INFO")
+    try:
+        result["valkey"] = rig.redis.info("server").get("valkey_version", "?")
+        if profiling:
+            result["profile"] = await profile.run(rig, plan, RESULTS)
+        else:
+            for name in phases:
+                print(f"[{time.monotonic() - started:6.1f}s] {name} …", flush=True)
+                result[name] = await PHASES[name](rig, plan)
+    finally:
+        await rig.close()
+    result["load_after"] = os.getloadavg()
+    result["seconds"] = round(time.monotonic() - started, 1)
+    if keep:
+        print(f"logs and data kept in {directory}")
+    else:
+        shutil.rmtree(directory, ignore_errors=True)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plan", choices=sorted(PLANS), default="quick")
+    parser.add_argument(
+        "--only", default=",".join(PHASES), help=f"comma list of {', '.join(PHASES)}"
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="only sample the API and a worker with py-spy"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the processes' logs and data")
+    args = parser.parse_args(argv)
+    phases = [p.strip() for p in args.only.split(",") if p.strip()]
+    unknown = set(phases) - set(PHASES)
+    if unknown:
+        parser.error(f"unknown phases: {', '.join(sorted(unknown))}")
+    plan = PLANS[args.plan]
+    result = uvloop.run(_run(plan, phases, args.profile, args.keep))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stem = "profile" if args.profile else plan.name
+    (RESULTS / f"{stem}.json").write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    if args.profile:
+        print(orjson.dumps(result["profile"], option=orjson.OPT_INDENT_2).decode())
+    else:
+        table = rows(result)
+        print(text_table(table))
+        (RESULTS / f"{plan.name}.md").write_text(markdown_table(table) + "\n")
+    print(f"\n{result['seconds']} s; results in {RESULTS}/{stem}.json")
+
+
+if __name__ == "__main__":
+    main()

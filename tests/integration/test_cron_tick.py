@@ -1,0 +1,241 @@
+"""Tick mode: Valkey and the API only, no worker and no scheduler; POST /v1/cron/tick alone
+delivers everything, through receiver failures and retries, and never sends anything twice."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+import redis
+from aiohttp.test_utils import TestServer
+from openapi_core import OpenAPI
+from pydantic import SecretStr
+
+from tests.integration.conftest import (
+    Api,
+    create_endpoint,
+    delivery_statuses,
+    send_event,
+    settings_for,
+    wait_for,
+)
+from tests.integration.test_openapi import PROBLEMS, contract, spec_call, spec_doc
+from tests.support.receiver import Receiver
+from tests.support.stack import ADMIN_KEY, Stack, start_stack
+from webhook_service.api.server import build_app
+from webhook_service.store.keys import DUE, QUEUE_FRESH, QUEUE_RETRY
+from webhook_service.store.retention import DAY_MS
+from webhook_service.timeutil import now_ms, parse_iso
+from webhook_service.wiring import ConfigurationError
+
+__all__ = ["contract", "spec_doc"]  # fixtures this module borrows from the contract tests
+
+CRON_SECRET = "test-cron-secret-0123456789"
+TICK = "/v1/cron/tick"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    running = start_stack(
+        tmp_path_factory.mktemp("tick"),
+        {"WEBHOOK_CRON_SECRET": CRON_SECRET, "WEBHOOK_WAKE_WORKERS": "false"},
+        workers=0,
+        scheduler=False,
+    )
+    assert set(running.processes) == set()
+    yield running
+    running.stop()
+
+
+async def tick(api: Api, contract: OpenAPI, query: str = "", **kwargs: Any) -> Any:
+    kwargs.setdefault("key", CRON_SECRET)
+    return await spec_call(api, contract, "POST", TICK + query, **kwargs)
+
+
+def attempts_of(receiver: Receiver, name: str) -> Counter[str]:
+    return Counter(hook.webhook_id for hook in receiver.for_endpoint(name))
+
+
+async def test_ticks_alone_deliver_everything_through_failures_and_retries(
+    api: Api, receiver: Receiver, stack: Stack, contract: OpenAPI
+) -> None:
+    def fails_first_two(name: str, _n: int) -> int:
+        current = receiver.for_endpoint(name)[-1].webhook_id
+        return 503 if attempts_of(receiver, name)[current] <= 2 else 200
+
+    receiver.behaviours["flaky"] = fails_first_two
+    receiver.behaviours["dead"] = lambda _name, _n: 500
+    endpoints = {
+        name: (await create_endpoint(api, receiver, name, ["tick.order"]))["id"]
+        for name in ("steady", "flaky", "dead")
+    }
+    events = []
+    for n in range(5):
+        status, accepted, _ = await api.call(
+            "POST", "/v1/events", json={"type": "tick.order", "data": {"n": n}}
+        )
+        assert status == 202, accepted
+        events.append(accepted["id"])
+
+    totals: Counter[str] = Counter()
+    final = {
+        endpoints["steady"]: "succeeded",
+        endpoints["flaky"]: "succeeded",
+        endpoints["dead"]: "failed",
+    }
+    for _ in range(200):
+        status, summary, _ = await tick(api, contract)
+        assert status == 200, summary
+        totals.update({k: v for k, v in summary.items() if k != "remaining"})
+        settled = [await delivery_statuses(api, event_id) == final for event_id in events]
+        if all(settled):
+            break
+        await asyncio.sleep(0.2)
+    else:
+        raise AssertionError(f"not settled by ticks: {totals}")
+
+    # Four attempts in the test schedule: 'dead' is tried four times, 'flaky' three.
+    assert attempts_of(receiver, "steady") == Counter({e: 1 for e in events})
+    assert attempts_of(receiver, "flaky") == Counter({e: 3 for e in events})
+    assert attempts_of(receiver, "dead") == Counter({e: 4 for e in events})
+    assert all(hook.verified for hook in receiver.received)
+    assert totals == Counter(delivered=10, failed=5, rescheduled=2 * 5 + 3 * 5)
+    status, summary, _ = await tick(api, contract, "?limit=1000")
+    assert (status, summary) == (
+        200,
+        {"delivered": 0, "failed": 0, "rescheduled": 0, "remaining": 0},
+    )
+    # WEBHOOK_WAKE_WORKERS=false: the API published no Celery message nobody would consume.
+    broker = redis.Redis.from_url(stack.valkey.url)
+    try:
+        assert broker.exists(QUEUE_FRESH, QUEUE_RETRY) == 0
+    finally:
+        broker.close()
+
+
+def due_now(stack: Stack) -> int:
+    client = redis.Redis.from_url(stack.valkey.url)
+    try:
+        return int(client.zcount(DUE, "-inf", int(time.time() * 1000)))
+    finally:
+        client.close()
+
+
+async def test_a_tick_takes_at_most_its_limit(
+    api: Api, receiver: Receiver, stack: Stack, contract: OpenAPI
+) -> None:
+    await create_endpoint(api, receiver, "bulk", ["tick.bulk"])
+    for _ in range(5):
+        status, _, _ = await api.call("POST", "/v1/events", json={"type": "tick.bulk", "data": {}})
+        assert status == 202
+    # New deliveries come due after the wake-up grace; a tick before then finds nothing.
+    await wait_for(lambda: asyncio.to_thread(lambda: due_now(stack) == 5))
+    for delivered, remaining in ((2, 3), (2, 1), (1, 0)):
+        status, summary, _ = await tick(api, contract, "?limit=2")
+        assert status == 200
+        assert summary == {
+            "delivered": delivered,
+            "failed": 0,
+            "rescheduled": 0,
+            "remaining": remaining,
+        }
+    assert len(receiver.for_endpoint("bulk")) == 5
+
+
+async def test_a_tick_also_keeps_retention(
+    api: Api, receiver: Receiver, stack: Stack, contract: OpenAPI
+) -> None:
+    endpoint = await create_endpoint(api, receiver, "kept", ["tick.kept"])
+    event_id = await send_event(api, "tick.kept", {})
+    while await delivery_statuses(api, event_id) != {endpoint["id"]: "succeeded"}:
+        assert (await tick(api, contract))[0] == 200
+        await asyncio.sleep(0.2)
+    created = parse_iso((await api.call("GET", f"/v1/events/{event_id}"))[1]["timestamp"])
+    await asyncio.sleep(0.01)
+    # A retention shorter than the event's age: the next tick trims it, as the scheduler would.
+    settings = settings_for(stack).model_copy(
+        update={"retention_days": (now_ms() - created) / DAY_MS}
+    )
+    server = TestServer(await build_app(settings), host="127.0.0.1")
+    await server.start_server()
+    try:
+        async with aiohttp.ClientSession() as session:
+            short = Api(session, str(server.make_url("")).rstrip("/"))
+            assert (await tick(short, contract))[0] == 200
+    finally:
+        await server.close()
+    assert (await api.call("GET", f"/v1/events/{event_id}"))[0] == 404
+
+
+async def test_only_the_cron_secret_opens_the_route(api: Api, contract: OpenAPI) -> None:
+    for kwargs in (
+        {"key": None},
+        {"key": "wrong-secret"},
+        {"key": ADMIN_KEY},  # an API key, even the admin's, is not the cron secret
+        {"key": None, "headers": {"Authorization": f"Basic {CRON_SECRET}"}},
+        {"key": CRON_SECRET + "x"},
+    ):
+        status, problem, headers = await tick(api, contract, **kwargs)
+        assert (status, problem["type"]) == (401, PROBLEMS + "unauthorized"), kwargs
+        assert headers["WWW-Authenticate"].startswith("Bearer")
+    for query in ("?limit=0", "?limit=1001", "?limit=ten"):
+        status, problem, _ = await tick(api, contract, query)
+        assert (status, problem["errors"][0]["pointer"]) == (422, "#/query/limit")
+
+
+async def test_without_a_secret_the_route_is_not_there(stack: Stack, contract: OpenAPI) -> None:
+    settings = settings_for(stack).model_copy(update={"cron_secret": None})
+    server = TestServer(await build_app(settings), host="127.0.0.1")
+    await server.start_server()
+    try:
+        async with aiohttp.ClientSession() as session:
+            off = Api(session, str(server.make_url("")).rstrip("/"))
+            status, problem, _ = await tick(off, contract)
+            assert (status, problem["type"]) == (404, PROBLEMS + "not-found")
+    finally:
+        await server.close()
+
+
+async def test_a_short_secret_is_refused_at_start_up(stack: Stack) -> None:
+    for weak in ("", "only-15-chars-x"):
+        settings = settings_for(stack).model_copy(update={"cron_secret": SecretStr(weak)})
+        server = TestServer(await build_app(settings), host="127.0.0.1")
+        with pytest.raises(ConfigurationError, match="at least 16"):
+            await server.start_server()
+        await server.close()
+
+
+async def test_two_ticks_at_once_one_waits_and_nothing_is_sent_twice(
+    api: Api, receiver: Receiver, contract: OpenAPI
+) -> None:
+    # A receiver that holds the request keeps the first tick busy until the request timeout.
+    receiver.hang.add("held")
+    endpoint = await create_endpoint(api, receiver, "held", ["tick.held"])
+    status, accepted, _ = await api.call(
+        "POST", "/v1/events", json={"type": "tick.held", "data": {}}
+    )
+    assert status == 202
+    first: asyncio.Task[Any] | None = None
+    while not receiver.for_endpoint("held"):
+        if first is None or first.done():
+            # A tick that ended before the delivery came due; the next one will send it.
+            assert first is None or (await first)[0] == 200
+            first = asyncio.create_task(tick(api, contract))
+        await asyncio.sleep(0.05)
+    assert first is not None
+    second_status, problem, headers = await tick(api, contract)
+    assert (second_status, problem["type"]) == (409, PROBLEMS + "tick-in-progress")
+    assert int(headers["Retry-After"]) > 0
+    status, summary, _ = await first
+    assert (status, summary["rescheduled"]) == (200, 1)  # the held request timed out
+
+    receiver.hang.discard("held")
+    while await delivery_statuses(api, accepted["id"]) != {endpoint["id"]: "succeeded"}:
+        await asyncio.sleep(0.2)
+        assert (await tick(api, contract))[0] == 200
+    assert attempts_of(receiver, "held") == Counter({accepted["id"]: 2})

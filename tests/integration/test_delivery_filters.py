@@ -1,0 +1,137 @@
+"""Delivery history filters on the last attempt's status class and the attempt count, the
+indexes record.lua keeps for them, and the Lua helpers that classify and bucket."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from typing import Any
+
+import pytest
+import redis
+
+from tests.integration.conftest import Api, create_endpoint, send_event, wait_for
+from tests.support.receiver import Receiver
+from tests.support.stack import Stack
+from webhook_service.store import keys
+from webhook_service.store.scripts import source
+
+TYPE = "filters.made"
+
+
+async def _ids(api: Api, query: str) -> list[str]:
+    status, page, _ = await api.call("GET", f"/v1/deliveries?{query}")
+    assert status == 200, page
+    return [d["id"] for d in page["data"]]
+
+
+async def _settled(api: Api, endpoint_ids: list[str], count: int) -> None:
+    async def done() -> bool:
+        for endpoint_id in endpoint_ids:
+            pending = await _ids(api, f"endpoint_id={endpoint_id}&status=pending")
+            total = await _ids(api, f"endpoint_id={endpoint_id}")
+            if pending or len(total) < count:
+                return False
+        return True
+
+    await wait_for(done, timeout=30)
+
+
+async def test_filters_by_status_class_and_attempts(
+    api: Api, receiver: Receiver, stack: Stack
+) -> None:
+    receiver.behaviours["f400"] = lambda _n, _i: 400
+    receiver.behaviours["f500"] = lambda _n, _i: 503
+    ok = await create_endpoint(api, receiver, "fok", [TYPE])
+    client_error = await create_endpoint(api, receiver, "f400", [TYPE])
+    server_error = await create_endpoint(api, receiver, "f500", [TYPE])
+    # Nothing listens on port 9 of loopback: the connection is refused.
+    status, refused, _ = await api.call(
+        "POST", "/v1/endpoints", json={"url": "http://127.0.0.1:9/x", "event_types": [TYPE]}
+    )
+    assert status == 201
+    api.created_endpoints.append(refused["id"])
+    endpoints = {"2xx": ok, "4xx": client_error, "5xx": server_error, "network": refused}
+    for n in range(2):
+        await send_event(api, TYPE, {"n": n})
+    await _settled(api, [e["id"] for e in endpoints.values()], 2)
+
+    for status_class, endpoint in endpoints.items():
+        mine = await _ids(api, f"endpoint_id={endpoint['id']}")
+        assert await _ids(api, f"endpoint_id={endpoint['id']}&status_class={status_class}") == mine
+        everywhere = await _ids(api, f"status_class={status_class}&limit=250")
+        assert set(mine) <= set(everywhere)
+        others = {c for c in endpoints if c != status_class}
+        for other in others:
+            assert not await _ids(api, f"endpoint_id={endpoint['id']}&status_class={other}")
+
+    # The schedule has 4 attempts: a success takes 1, a failure spends all 4.
+    budget = len(stack.env["WEBHOOK_RETRY_SCHEDULE"].split(","))
+    assert len(await _ids(api, f"endpoint_id={ok['id']}&attempts_max=1")) == 2
+    assert not await _ids(api, f"endpoint_id={ok['id']}&attempts_min=2")
+    failing = server_error["id"]
+    assert len(await _ids(api, f"endpoint_id={failing}&attempts_min={budget}")) == 2
+    assert not await _ids(api, f"endpoint_id={failing}&attempts_min=2&attempts_max={budget - 1}")
+    exhausted = await _ids(api, f"attempts_min={budget}&attempts_max={budget}&limit=250")
+    assert set(await _ids(api, f"endpoint_id={failing}")) <= set(exhausted)
+    assert not set(await _ids(api, f"endpoint_id={ok['id']}")) & set(exhausted)
+
+    # A cursor pages through one endpoint's failed 5xx deliveries, newest first.
+    query = f"endpoint_id={failing}&status=failed&status_class=5xx&limit=1"
+    status, first, _ = await api.call("GET", f"/v1/deliveries?{query}")
+    assert status == 200 and len(first["data"]) == 1 and first["next_cursor"]
+    status, second, _ = await api.call(
+        "GET", f"/v1/deliveries?{query}&cursor={first['next_cursor']}"
+    )
+    assert [first["data"][0]["id"], second["data"][0]["id"]] == await _ids(
+        api, f"endpoint_id={failing}"
+    )
+
+    client = redis.Redis.from_url(stack.valkey.url, decode_responses=True)
+    for status_class, endpoint in endpoints.items():
+        assert client.zcard(keys.deliveries_by_endpoint_class(endpoint["id"], status_class)) == 2
+        assert client.zcard(keys.deliveries_by_endpoint_status(endpoint["id"], "pending")) == 0
+    assert client.zcard(keys.deliveries_by_endpoint_status(failing, "failed")) == 2
+    assert client.zcard(keys.deliveries_by_endpoint_status(ok["id"], "succeeded")) == 2
+    for delivery_id in await _ids(api, f"endpoint_id={failing}"):
+        # Each attempt moved the delivery on: only the last count holds it.
+        assert client.zscore(keys.deliveries_by_attempts(budget), delivery_id) is not None
+        assert client.zscore(keys.deliveries_by_attempts(1), delivery_id) is None
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["status_class=1xx", "status_class=", "attempts_min=-1", "attempts_max=x", "attempts_min=²"],
+)
+async def test_bad_filters_are_422(api: Api, query: str) -> None:
+    status, problem, _ = await api.call("GET", f"/v1/deliveries?{query}")
+    assert status == 422
+    assert problem["errors"][0]["pointer"] == "#/query/" + query.partition("=")[0]
+
+
+def _helpers() -> str:
+    """common.lua after the preamble scripts.py gives it, without any script of its own."""
+    common = (files("webhook_service.store") / "lua" / "common.lua").read_text()
+    return source("ingest").split(common)[0] + common
+
+
+@pytest.mark.parametrize(
+    ("code", "error", "expected"),
+    [
+        ("200", "", "2xx"), ("204", "", "2xx"), ("301", "", "3xx"), ("404", "", "4xx"),
+        ("410", "", "4xx"), ("503", "", "5xx"), ("", "timeout", "timeout"),
+        ("", "connection", "network"), ("", "destination_blocked", "network"),
+        ("", "invalid_url", "network"),
+    ],
+)  # fmt: skip
+def test_lua_status_class(stack: Stack, code: str, error: str, expected: str) -> None:
+    client = redis.Redis.from_url(stack.valkey.url, decode_responses=True)
+    script = _helpers() + "\nreturn status_class(ARGV[1], ARGV[2])"
+    assert client.eval(script, 0, code, error) == expected
+
+
+def test_lua_buckets_are_powers_of_two(stack: Stack) -> None:
+    client = redis.Redis.from_url(stack.valkey.url, decode_responses=True)
+    script = _helpers() + "\nreturn log2_bucket(tonumber(ARGV[1]))"
+    cases: dict[Any, int] = {0: 0, 1: 0, 2: 1, 3: 2, 4: 2, 5: 3, 1000: 10, 1024: 10, 1025: 11}
+    for ms, bucket in cases.items():
+        assert client.eval(script, 0, ms) == bucket, ms

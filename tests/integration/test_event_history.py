@@ -1,0 +1,127 @@
+"""GET /v1/events with its filters, and POST /v1/events/{id}/replay."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tests.integration.conftest import (
+    Api,
+    create_endpoint,
+    delivery_statuses,
+    send_event,
+    wait_for,
+)
+from tests.support.receiver import Receiver
+from tests.support.stack import ADMIN_KEY
+from webhook_service.api.auth import key_id
+
+
+async def _page(api: Api, query: str, key: str = ADMIN_KEY) -> dict[str, Any]:
+    status, page, _ = await api.call("GET", f"/v1/events?{query}", key=key)
+    assert status == 200, page
+    return page  # type: ignore[no-any-return]
+
+
+async def test_events_list_filters_and_pages(api: Api, receiver: Receiver) -> None:
+    await create_endpoint(api, receiver, "evlist", ["evlist.a"])
+    status, producer, _ = await api.call(
+        "POST", "/v1/api-keys", json={"name": "billing", "scopes": ["events:write"]}
+    )
+    assert status == 201, producer
+    sent_a = []
+    for n in range(3):
+        sent_a.append(await send_event(api, "evlist.a", {"n": n}))
+        await asyncio.sleep(0.002)  # each its own millisecond, for the time range below
+    status, accepted, _ = await api.call(
+        "POST", "/v1/events", json={"type": "evlist.b", "data": {}}, key=producer["key"]
+    )
+    assert status == 202
+    sent_b = accepted["id"]
+
+    page = await _page(api, "type=evlist.a")
+    assert [e["id"] for e in page["data"]] == sent_a[::-1]
+    newest = page["data"][0]
+    assert newest["type"] == "evlist.a" and newest["deliveries"] == 1
+    assert newest["key_id"] == key_id(ADMIN_KEY) and newest["payload_deleted"] is False
+    assert "data" not in newest  # a list never carries payloads
+    assert [e["id"] for e in (await _page(api, f"key_id={producer['id']}"))["data"]] == [sent_b]
+    both = await _page(api, f"type=evlist.b&key_id={producer['id']}")
+    assert [e["id"] for e in both["data"]] == [sent_b]
+    assert (await _page(api, f"type=evlist.a&key_id={producer['id']}"))["data"] == []
+
+    # Paging: one at a time, newest first, the same events as one big page.
+    seen, cursor = [], ""
+    while True:
+        page = await _page(api, f"type=evlist.a&limit=1&cursor={cursor}")
+        seen += [e["id"] for e in page["data"]]
+        if page["next_cursor"] is None:
+            break
+        cursor = page["next_cursor"]
+    assert seen == sent_a[::-1]
+
+    # A time range: since the second event, until before the last one.
+    status, second, _ = await api.call("GET", f"/v1/events/{sent_a[1]}")
+    ranged = await _page(api, f"type=evlist.a&since={second['timestamp']}")
+    assert [e["id"] for e in ranged["data"]] == sent_a[:0:-1]
+    ranged = await _page(api, f"type=evlist.a&until={second['timestamp']}")
+    assert [e["id"] for e in ranged["data"]] == sent_a[1::-1]
+
+    status, problem, _ = await api.call("GET", "/v1/events?since=soon")
+    assert (status, problem["errors"][0]["pointer"]) == (422, "#/query/since")
+
+
+async def test_replay_to_all_or_one_endpoint(api: Api, receiver: Receiver) -> None:
+    first = await create_endpoint(api, receiver, "rp1", ["replay.me"])
+    second = await create_endpoint(api, receiver, "rp2", ["replay.me"])
+    event_id = await send_event(api, "replay.me", {"order": 5})
+    await wait_for(lambda: _all_succeeded(api, event_id, 2))
+    originals = set((await delivery_statuses(api, event_id)).keys())
+    assert originals == {first["id"], second["id"]}
+
+    status, replayed, _ = await api.call("POST", f"/v1/events/{event_id}/replay")
+    assert status == 202, replayed
+    assert replayed["event_id"] == event_id
+    assert {d["endpoint_id"] for d in replayed["deliveries"]} == originals
+    assert all(d["status"] == "pending" and d["attempts"] == 0 for d in replayed["deliveries"])
+    await wait_for(lambda: _all_succeeded(api, event_id, 4))
+
+    status, one, _ = await api.call(
+        "POST", f"/v1/events/{event_id}/replay", json={"endpoint_id": second["id"]}
+    )
+    assert status == 202 and [d["endpoint_id"] for d in one["deliveries"]] == [second["id"]]
+    await wait_for(lambda: _all_succeeded(api, event_id, 5))
+
+    _, event, _ = await api.call("GET", f"/v1/events/{event_id}")
+    ids = [d["id"] for d in event["deliveries"]]
+    assert len(set(ids)) == 5  # never the original's id again
+    # Every send is the same event to the subscriber: one webhook-id to de-duplicate on.
+    got = receiver.for_endpoint("rp1") + receiver.for_endpoint("rp2")
+    assert len(got) == 5 and {r.webhook_id for r in got} == {event_id}
+    assert all(r.verified for r in got)
+    # The replay lists first: its ids carry the replay's time.
+    status, page, _ = await api.call("GET", f"/v1/deliveries?endpoint_id={second['id']}")
+    assert page["data"][0]["id"] == one["deliveries"][0]["id"]
+
+
+async def test_replay_refusals(api: Api, receiver: Receiver) -> None:
+    endpoint = await create_endpoint(api, receiver, "rpx", ["replay.no"])
+    event_id = await send_event(api, "replay.no", {})
+    path = f"/v1/events/{event_id}/replay"
+    status, problem, _ = await api.call("POST", path, json={"endpoint_id": "ep_nothing"})
+    assert (status, problem["errors"][0]["pointer"]) == (422, "/endpoint_id")
+    status, _, _ = await api.call("POST", path, json={"endpoint": endpoint["id"]})
+    assert status == 422
+    assert (await api.call("POST", "/v1/events/msg_nothing/replay"))[0] == 404
+    status, _, _ = await api.call(
+        "PATCH", f"/v1/endpoints/{endpoint['id']}", json={"disabled": True}
+    )
+    assert status == 200
+    status, problem, _ = await api.call("POST", path, json={"endpoint_id": endpoint["id"]})
+    assert (status, problem["type"].rsplit("/", 1)[1]) == (409, "conflict")
+
+
+async def _all_succeeded(api: Api, event_id: str, count: int) -> bool:
+    _, event, _ = await api.call("GET", f"/v1/events/{event_id}")
+    statuses = [d["status"] for d in event["deliveries"]]
+    return len(statuses) == count and set(statuses) == {"succeeded"}

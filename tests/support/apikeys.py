@@ -1,0 +1,60 @@
+"""API keys for integration tests, and a full picture of what Redis holds."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+from redis.asyncio import Redis
+
+from tests.integration.conftest import Api
+from webhook_service.api.scopes import Scope
+from webhook_service.store import keys
+
+# A rate no test outlasts: after one event, the next waits far longer than any test runs.
+GLACIAL_RATE = 0.001
+
+
+async def make_key(
+    api: Api, scopes: Sequence[str], rate_limit: float | None = None, name: str = "test"
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": name, "scopes": list(scopes)}
+    if rate_limit is not None:
+        body["rate_limit"] = rate_limit
+    status, created, _ = await api.call("POST", "/v1/api-keys", json=body)
+    assert status == 201, created
+    return cast(dict[str, Any], created)
+
+
+def all_but(scope: Scope) -> list[str]:
+    """Every scope except ``scope`` and admin (which implies it)."""
+    return [s.value for s in Scope if s not in (scope, Scope.ADMIN)]
+
+
+# Bookkeeping that changes on its own or counts requests (refusals too): not stored data.
+BOOKKEEPING = (keys.SCHEDULER_LOCK, keys.SCHEDULER_TICK, keys.METRICS)
+
+
+async def redis_contents(client: Redis, *, skip: Sequence[str] = BOOKKEEPING) -> dict[str, Any]:
+    """Every key of ours but ``skip``, with its type and whole value."""
+    contents: dict[str, Any] = {}
+    async for raw in client.scan_iter(match=keys.PREFIX + "*", count=1000):
+        key = raw.decode() if isinstance(raw, bytes) else str(raw)
+        if key in skip:
+            continue
+        kind = await client.type(key)
+        kind = kind.decode() if isinstance(kind, bytes) else kind
+        if kind == "string":
+            value: Any = await client.get(key)
+        elif kind == "hash":
+            value = await client.hgetall(key)
+        elif kind == "list":
+            value = await client.lrange(key, 0, -1)
+        elif kind == "set":
+            value = sorted(await client.smembers(key))
+        elif kind == "zset":
+            value = await client.zrange(key, 0, -1, withscores=True)
+        else:
+            value = kind
+        contents[key] = (kind, value)
+    return contents

@@ -1,0 +1,205 @@
+"""The admin HTTP client: every admin action, as one call to the public API.
+
+Shared by the command line and the dashboard, so both go through the API's own
+authentication, scopes and validation and never touch Redis behind its back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+import orjson
+
+from webhook_service.client.errors import APIError, ProblemDetails, TransportError
+
+JSON = dict[str, Any]
+Query = Mapping[str, str | int | None]
+# A bulk job is polled this often; its progress is written to Redis a page at a time.
+JOB_POLL_SECONDS = 0.5
+
+# The history filters of GET /v1/deliveries (and of the bulk retry, which takes the first six).
+DELIVERY_FILTERS = (
+    "endpoint_id", "event_id", "status", "event_type", "since", "until",
+    "status_class", "attempts_min", "attempts_max",
+)  # fmt: skip
+BULK_RETRY_FILTERS = DELIVERY_FILTERS[:6]
+
+
+def _segment(value: str) -> str:
+    # Ids come from people and URLs: never let one add a path segment or a query.
+    return quote(value, safe="")
+
+
+def clean_query(query: Query | None) -> dict[str, str]:
+    """Unset and empty parameters are left out: an empty form field means "any"."""
+    return {k: str(v) for k, v in (query or {}).items() if v is not None and v != ""}
+
+
+class AdminApi:
+    """One API key against one API base URL; methods return the API's JSON as parsed.
+
+    Errors: ``APIError`` carrying the problem document for any 4xx/5xx, ``TransportError``
+    when the API cannot be reached.
+    """
+
+    def __init__(
+        self, session: aiohttp.ClientSession, base_url: str, key: str, *, timeout: float = 30.0
+    ) -> None:
+        self._session = session
+        self._base = base_url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+
+    @property
+    def base_url(self) -> str:
+        return self._base
+
+    async def _send(
+        self, method: str, path: str, query: Query | None, body: JSON | None
+    ) -> tuple[int, bytes]:
+        headers = dict(self._headers)
+        data = None
+        if body is not None:
+            data = orjson.dumps(body)
+            headers["Content-Type"] = "application/json"
+        try:
+            async with self._session.request(
+                method,
+                self._base + path,
+                params=clean_query(query),
+                data=data,
+                headers=headers,
+                timeout=self._timeout,
+                allow_redirects=False,
+            ) as response:
+                return response.status, await response.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise TransportError(f"cannot reach the API at {self._base}: {exc}") from exc
+
+    @staticmethod
+    def _object(raw: bytes) -> JSON:
+        try:
+            body = orjson.loads(raw) if raw else {}
+        except orjson.JSONDecodeError:
+            body = None
+        if not isinstance(body, dict):
+            raise TransportError("the API answered with something that is not a JSON object")
+        return body
+
+    async def call(
+        self, method: str, path: str, *, query: Query | None = None, body: JSON | None = None
+    ) -> JSON:
+        status, raw = await self._send(method, path, query, body)
+        if status >= 400:
+            raise APIError(ProblemDetails.parse(status, raw))
+        return self._object(raw)
+
+    # Endpoints
+
+    async def endpoints(self, limit: int = 50, cursor: str | None = None) -> JSON:
+        return await self.call("GET", "/v1/endpoints", query={"limit": limit, "cursor": cursor})
+
+    async def all_endpoints(self) -> list[JSON]:
+        found: list[JSON] = []
+        cursor = None
+        while True:
+            page = await self.endpoints(250, cursor)
+            found.extend(page["data"])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return found
+
+    async def endpoint(self, endpoint_id: str) -> JSON:
+        return await self.call("GET", f"/v1/endpoints/{_segment(endpoint_id)}")
+
+    async def create_endpoint(self, fields: JSON) -> JSON:
+        return await self.call("POST", "/v1/endpoints", body=fields)
+
+    async def set_enabled(self, endpoint_id: str, enabled: bool) -> JSON:
+        action = "enable" if enabled else "disable"
+        return await self.call("POST", f"/v1/endpoints/{_segment(endpoint_id)}/{action}")
+
+    async def rotate_secret(self, endpoint_id: str, grace_period_seconds: int | None) -> JSON:
+        body = (
+            {} if grace_period_seconds is None else {"grace_period_seconds": grace_period_seconds}
+        )
+        path = f"/v1/endpoints/{_segment(endpoint_id)}/rotate-secret"
+        return await self.call("POST", path, body=body)
+
+    async def recover(self, endpoint_id: str, since: str, until: str | None) -> JSON:
+        path = f"/v1/endpoints/{_segment(endpoint_id)}/recover"
+        return await self.call("POST", path, body={"since": since, "until": until})
+
+    async def stats(self, endpoint_id: str) -> JSON:
+        return await self.call("GET", f"/v1/endpoints/{_segment(endpoint_id)}/stats")
+
+    async def stats_for(self, endpoints: Sequence[JSON], concurrency: int = 8) -> list[JSON]:
+        """Each endpoint's stats, in order, a few requests at a time."""
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(endpoint: JSON) -> JSON:
+            async with gate:
+                return await self.stats(endpoint["id"])
+
+        return list(await asyncio.gather(*(one(e) for e in endpoints)))
+
+    # Events
+
+    async def events(self, query: Query) -> JSON:
+        return await self.call("GET", "/v1/events", query=query)
+
+    async def event(self, event_id: str) -> JSON:
+        return await self.call("GET", f"/v1/events/{_segment(event_id)}")
+
+    async def replay(self, event_id: str, endpoint_id: str | None) -> JSON:
+        path = f"/v1/events/{_segment(event_id)}/replay"
+        return await self.call("POST", path, body={"endpoint_id": endpoint_id})
+
+    # Deliveries and jobs
+
+    async def deliveries(self, query: Query) -> JSON:
+        return await self.call("GET", "/v1/deliveries", query=query)
+
+    async def delivery(self, delivery_id: str) -> JSON:
+        return await self.call("GET", f"/v1/deliveries/{_segment(delivery_id)}")
+
+    async def retry(self, delivery_id: str) -> JSON:
+        return await self.call("POST", f"/v1/deliveries/{_segment(delivery_id)}/retry")
+
+    async def bulk_retry(self, query: Query) -> JSON:
+        return await self.call("POST", "/v1/deliveries/retry", query=query)
+
+    async def job(self, job_id: str) -> JSON:
+        return await self.call("GET", f"/v1/jobs/{_segment(job_id)}")
+
+    async def wait_for_job(
+        self, job: JSON, on_progress: Callable[[JSON], None], every: float = JOB_POLL_SECONDS
+    ) -> JSON:
+        """Poll the job until it is done, reporting each state seen (the first included)."""
+        on_progress(job)
+        while job["state"] != "done":
+            await asyncio.sleep(every)
+            job = await self.job(job["id"])
+            on_progress(job)
+        return job
+
+    async def readiness(self) -> JSON:
+        """The /readyz body, ready (200) or not (503): both answers name every check."""
+        status, raw = await self._send("GET", "/readyz", None, None)
+        if status not in (200, 503):
+            raise APIError(ProblemDetails.parse(status, raw))
+        return self._object(raw)
+
+
+@asynccontextmanager
+async def connect(
+    base_url: str, key: str, *, request_timeout: float = 30.0
+) -> AsyncIterator[AdminApi]:
+    """A client with a session of its own, for the command line."""
+    async with aiohttp.ClientSession() as session:
+        yield AdminApi(session, base_url, key, timeout=request_timeout)

@@ -1,0 +1,63 @@
+"""The admin commands of ``webhook-service``, added to its argument parser, and how they run.
+
+Every command is one or a few calls to the HTTP API with the key given, so a key's scopes
+bound what its holder can do here exactly as over HTTP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from webhook_service.admin import (
+    delivery_commands,
+    endpoint_commands,
+    event_commands,
+    stats_command,
+)
+from webhook_service.admin.api import connect
+from webhook_service.admin.arguments import common_options
+from webhook_service.admin.command import Context, Subcommands, UsageError
+from webhook_service.admin.output import Output
+from webhook_service.client.errors import APIError, TransportError
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def register(commands: Subcommands) -> None:
+    common = common_options()
+    for module in (endpoint_commands, event_commands, delivery_commands, stats_command):
+        module.register(commands, common)
+
+
+def explain(error: APIError) -> str:
+    problem = error.problem
+    lines = [f"error: {problem.status} {problem.title or problem.kind}: {problem.detail}".rstrip()]
+    lines += [f"  {e.get('pointer', '')}: {e.get('detail', '')}" for e in problem.errors]
+    return "\n".join(lines)
+
+
+async def _run(args: argparse.Namespace, key: str) -> None:
+    async with connect(args.url, key) as api:
+        await args.admin(Context(api, args, Output(args.json), key))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the admin command ``args`` names; the exit status."""
+    if not args.key:
+        print("error: give an API key with --key or WEBHOOK_API_KEY", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        asyncio.run(_run(args, args.key))
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except APIError as exc:
+        print(explain(exc), file=sys.stderr)
+        return EXIT_FAILED
+    except TransportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return 0

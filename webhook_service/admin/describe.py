@@ -1,0 +1,96 @@
+"""The API's values in words a person reads: outcomes, durations, rates, health.
+
+Pure functions on the API's JSON, shared by the command line and the dashboard so both
+say the same thing the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook_service.timeutil import parse_iso
+
+NOTHING = "-"
+# An hour whose attempts succeed less often than this is "degraded" even if the last one did.
+HEALTHY_RATE = 0.95
+
+
+def outcome(status_code: int | None, error: str | None) -> str:
+    """What an attempt came to: the HTTP status, or why there was none."""
+    if status_code is not None:
+        return str(status_code)
+    return error or NOTHING
+
+
+def delivery_outcome(delivery: dict[str, Any]) -> str:
+    return outcome(delivery.get("last_status_code"), delivery.get("last_error"))
+
+
+def duration(ms: float | None) -> str:
+    if ms is None:
+        return NOTHING
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    return f"{ms / 1000:.1f} s"
+
+
+def percent(rate: float | None) -> str:
+    if rate is None:
+        return NOTHING
+    return f"{rate * 100:.1f}%"
+
+
+def moment(iso: str | None) -> str:
+    """A timestamp to the second, still UTC: ``2026-01-31 12:00:05Z``."""
+    if not iso:
+        return NOTHING
+    return iso[:10] + " " + iso[11:19] + "Z"
+
+
+def ago(iso: str | None, now_ms: int) -> str:
+    if not iso:
+        return "never"
+    seconds = max(0, (now_ms - parse_iso(iso)) // 1000)
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return f"{seconds} s ago"
+
+
+def endpoint_state(endpoint: dict[str, Any]) -> str:
+    if not endpoint["disabled"]:
+        return "enabled"
+    reason = endpoint.get("disabled_reason")
+    return f"disabled ({reason})" if reason else "disabled"
+
+
+def event_types(endpoint: dict[str, Any]) -> str:
+    types = endpoint.get("event_types")
+    return ", ".join(types) if types else "all"
+
+
+def health(endpoint: dict[str, Any], stats: dict[str, Any]) -> str:
+    """One word for an endpoint: disabled, idle, failing, degraded or healthy.
+
+    Failing: its latest attempt did not get a 2xx. Degraded: it did, but over the last hour
+    fewer than 95 % of attempts did.
+    """
+    if endpoint["disabled"]:
+        return "disabled"
+    success = stats.get("last_success_at")
+    failure = (stats.get("last_failure") or {}).get("at")
+    if success is None and failure is None:
+        return "idle"
+    if failure is not None and (success is None or parse_iso(failure) > parse_iso(success)):
+        return "failing"
+    rate = stats["last_hour"]["attempt_success_rate"]
+    if rate is not None and rate < HEALTHY_RATE:
+        return "degraded"
+    return "healthy"
+
+
+def last_failure(stats: dict[str, Any]) -> str:
+    failure = stats.get("last_failure")
+    if not failure:
+        return NOTHING
+    return f"{outcome(failure['status_code'], failure['error'])} at {moment(failure['at'])}"

@@ -1,0 +1,118 @@
+"""``webhook-service endpoints …``: list, create, show, enable, disable, rotate, recover."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from webhook_service.admin import views
+from webhook_service.admin.arguments import add_paging, instant
+from webhook_service.admin.command import (
+    Context,
+    Handler,
+    Subcommands,
+    add_action,
+    add_wait_option,
+    follow_job,
+)
+
+
+async def list_endpoints(ctx: Context) -> None:
+    if ctx.args.all:
+        page: dict[str, Any] = {"data": await ctx.api.all_endpoints(), "next_cursor": None}
+    else:
+        page = await ctx.api.endpoints(ctx.args.limit, ctx.args.cursor)
+    ctx.out.show(page, lambda: views.endpoints_table(page["data"]))
+    ctx.out.next_page(page["next_cursor"])
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return name, value
+
+
+async def create_endpoint(ctx: Context) -> None:
+    args = ctx.args
+    fields: dict[str, Any] = {
+        "url": args.endpoint_url,
+        "event_types": args.types or None,
+        "description": args.description,
+        "signature": args.signature,
+        "disabled": args.disabled,
+    }
+    if args.rate_limit is not None:
+        fields["rate_limit"] = args.rate_limit
+    if args.header:
+        fields["headers"] = dict(args.header)
+    created = await ctx.api.create_endpoint(fields)
+    ctx.out.show(created, lambda: views.endpoint_fields(created))
+    ctx.out.note("the secret is shown here; GET /v1/endpoints/{id}/secret shows it again")
+
+
+async def show_endpoint(ctx: Context) -> None:
+    endpoint = await ctx.api.endpoint(ctx.args.endpoint_id)
+    ctx.out.show(endpoint, lambda: views.endpoint_fields(endpoint))
+
+
+async def enable_endpoint(ctx: Context) -> None:
+    endpoint = await ctx.api.set_enabled(ctx.args.endpoint_id, True)
+    ctx.out.show(endpoint, lambda: views.endpoint_fields(endpoint))
+
+
+async def disable_endpoint(ctx: Context) -> None:
+    endpoint = await ctx.api.set_enabled(ctx.args.endpoint_id, False)
+    ctx.out.show(endpoint, lambda: views.endpoint_fields(endpoint))
+
+
+async def rotate_secret(ctx: Context) -> None:
+    rotated = await ctx.api.rotate_secret(ctx.args.endpoint_id, ctx.args.grace_period)
+    ctx.out.show(rotated, lambda: views.endpoint_fields(rotated))
+
+
+async def recover_endpoint(ctx: Context) -> None:
+    job = await ctx.api.recover(ctx.args.endpoint_id, ctx.args.since, ctx.args.until)
+    await follow_job(ctx, job)
+
+
+def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
+    group = commands.add_parser("endpoints", help="list and manage endpoints (over the API)")
+    actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def action(name: str, handler: Handler, text: str) -> argparse.ArgumentParser:
+        return add_action(actions, common, name, handler, text)
+
+    listing = action("list", list_endpoints, "list endpoints, newest first")
+    add_paging(listing)
+    listing.add_argument("--all", action="store_true", help="every page")
+
+    create = action("create", create_endpoint, "create an endpoint; prints its secret")
+    create.add_argument("endpoint_url", metavar="URL")
+    create.add_argument(
+        "--type", dest="types", action="append", metavar="TYPE", help="repeat; none: every type"
+    )
+    create.add_argument("--description", default="")
+    create.add_argument("--signature", choices=("hmac", "ed25519"), default="hmac")
+    create.add_argument("--rate-limit", type=float, metavar="PER_SECOND")
+    create.add_argument("--header", type=_header, action="append", metavar="NAME=VALUE")
+    create.add_argument("--disabled", action="store_true", help="create it disabled")
+
+    for name, handler, text in (
+        ("show", show_endpoint, "one endpoint"),
+        ("enable", enable_endpoint, "send to it again"),
+        ("disable", disable_endpoint, "stop sending to it (its events are kept)"),
+    ):
+        action(name, handler, text).add_argument("endpoint_id", metavar="ENDPOINT_ID")
+
+    rotate = action("rotate-secret", rotate_secret, "make a new signing key current")
+    rotate.add_argument("endpoint_id", metavar="ENDPOINT_ID")
+    rotate.add_argument(
+        "--grace-period", type=int, metavar="SECONDS", help="how long the old key keeps signing"
+    )
+
+    recover = action("recover", recover_endpoint, "re-send its failed and disabled deliveries")
+    recover.add_argument("endpoint_id", metavar="ENDPOINT_ID")
+    recover.add_argument("--since", type=instant, required=True, help="ISO 8601, or 2h, 7d…")
+    recover.add_argument("--until", type=instant, help="ISO 8601, or 2h, 7d… (default now)")
+    add_wait_option(recover)

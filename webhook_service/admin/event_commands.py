@@ -1,0 +1,98 @@
+"""``webhook-service events …``: send one, list them, show one, replay one."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from webhook_service.admin import views
+from webhook_service.admin.arguments import add_paging, instant
+from webhook_service.admin.command import Context, Handler, Subcommands, add_action
+from webhook_service.client.aio import AsyncWebhookClient
+
+
+def payload(text: str) -> dict[str, Any]:
+    """The event's data: JSON text, ``-`` for standard input, or ``@file``."""
+    if text == "-":
+        text = sys.stdin.read()
+    elif text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text()
+        except OSError as exc:
+            raise argparse.ArgumentTypeError(f"cannot read {text[1:]}: {exc.strerror}") from None
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"the data is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise argparse.ArgumentTypeError("the data must be a JSON object")
+    return data
+
+
+async def send_event(ctx: Context) -> None:
+    # The producer client: it retries on its own, under one idempotency key.
+    async with AsyncWebhookClient(ctx.api.base_url, ctx.key) as client:
+        event_id = await client.send(ctx.args.type, ctx.args.data, ctx.args.idempotency_key)
+    ctx.out.show({"id": event_id}, lambda: event_id)
+
+
+async def list_events(ctx: Context) -> None:
+    args = ctx.args
+    query = {"type": args.type, "key_id": args.key_id, "since": args.since, "until": args.until,
+             "limit": args.limit, "cursor": args.cursor}  # fmt: skip
+    page = await ctx.api.events(query)
+    ctx.out.show(page, lambda: views.events_table(page["data"]))
+    ctx.out.next_page(page["next_cursor"])
+
+
+async def show_event(ctx: Context) -> None:
+    event = await ctx.api.event(ctx.args.event_id)
+
+    def text() -> str:
+        data = orjson.dumps(event["data"], option=orjson.OPT_INDENT_2).decode()
+        deliveries = views.deliveries_table(event["deliveries"])
+        return f"{views.event_fields(event)}\n\n{deliveries}\n\ndata:\n{data}"
+
+    ctx.out.show(event, text)
+
+
+async def replay_event(ctx: Context) -> None:
+    replayed = await ctx.api.replay(ctx.args.event_id, ctx.args.endpoint_id)
+    ctx.out.show(replayed, lambda: views.deliveries_table(replayed["deliveries"]))
+
+
+def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
+    group = commands.add_parser("events", help="send, list, show and replay events")
+    actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def action(name: str, handler: Handler, text: str) -> argparse.ArgumentParser:
+        return add_action(actions, common, name, handler, text)
+
+    send = action("send", send_event, "send an event; prints its id once stored")
+    send.add_argument("type", metavar="TYPE", help="e.g. invoice.paid")
+    send.add_argument(
+        "data", type=payload, nargs="?", default={}, metavar="DATA",
+        help="a JSON object, - for standard input, @FILE for a file (default {})",
+    )  # fmt: skip
+    send.add_argument("--idempotency-key", help="makes repeating this command safe")
+
+    listing = action("list", list_events, "list events, newest first, without payloads")
+    listing.add_argument("--type", help="exactly this event type")
+    listing.add_argument("--key-id", help="sent with this API key (its id)")
+    listing.add_argument("--since", type=instant, help="ISO 8601, or a span back: 15m, 2h, 7d")
+    listing.add_argument("--until", type=instant, help="ISO 8601, or a span back: 15m, 2h, 7d")
+    add_paging(listing)
+
+    action("show", show_event, "an event, its data and its deliveries").add_argument(
+        "event_id", metavar="EVENT_ID"
+    )
+    replay = action("replay", replay_event, "send a stored event again")
+    replay.add_argument("event_id", metavar="EVENT_ID")
+    replay.add_argument(
+        "--endpoint", dest="endpoint_id", metavar="ENDPOINT_ID",
+        help="only to this endpoint (default: every endpoint subscribed now)",
+    )  # fmt: skip

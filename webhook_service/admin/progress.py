@@ -1,0 +1,51 @@
+"""A one-line progress bar for bulk jobs (bulk retry, recovery), redrawn in place.
+
+A job scans the history a page at a time, so its total is not known up front: the bar
+shows how many of the deliveries found so far were re-sent, and the count found grows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+SPINNER = "|/-\\"
+
+
+def bar(done: int, total: int, size: int = 30) -> str:
+    filled = size if total <= 0 else min(size, done * size // total)
+    return "[" + "#" * filled + "." * (size - filled) + "]"
+
+
+def progress_line(job: dict[str, Any], elapsed: float, tick: int) -> str:
+    matched, retried = job["matched"], job["retried"]
+    running = job["state"] != "done"
+    mark = SPINNER[tick % len(SPINNER)] if running else "done"
+    total = matched if matched or not running else 0
+    return (
+        f"{job['kind']} {job['id']} {bar(retried, total)} "
+        f"re-sent {retried} of {matched} found  {elapsed:.1f}s {mark}"
+    )
+
+
+class JobProgress:
+    """Call it with each state of a job; it draws on ``stream`` only when that is a terminal,
+    so output piped to a file or another program stays clean."""
+
+    def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
+        self._stream = stream
+        self._clock = clock
+        self._started = clock()
+        self._tick = 0
+        self._live = stream.isatty()
+
+    def __call__(self, job: dict[str, Any]) -> None:
+        if not self._live:
+            return
+        line = progress_line(job, self._clock() - self._started, self._tick)
+        self._tick += 1
+        end = "\n" if job["state"] == "done" else ""
+        # Clear to the end of the line: a shorter line must not leave the old one's tail.
+        self._stream.write("\r" + line + "\x1b[K" + end)
+        self._stream.flush()

@@ -1,0 +1,201 @@
+"""How each kind of API object reads as text: the tables and records the commands print."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from webhook_service.admin import describe as d
+from webhook_service.admin.tables import Column, render, render_fields
+
+JSON = dict[str, Any]
+
+
+def num(title: str) -> Column:
+    """A column of numbers, aligned on the right."""
+    return Column(title, right=True)
+
+
+def endpoints_table(endpoints: Sequence[JSON]) -> str:
+    rows = [
+        (e["id"], e["url"], d.endpoint_state(e), d.event_types(e), d.moment(e["created_at"]))
+        for e in endpoints
+    ]
+    columns: list[Column | str] = [
+        "ID",
+        Column("URL", max_width=50),
+        "STATE",
+        Column("TYPES", max_width=30),
+        "CREATED",
+    ]
+    return render(columns, rows)
+
+
+def endpoint_fields(endpoint: JSON) -> str:
+    fields: list[tuple[str, object]] = [
+        ("id", endpoint["id"]),
+        ("url", endpoint["url"]),
+        ("description", endpoint["description"] or d.NOTHING),
+        ("state", d.endpoint_state(endpoint)),
+        ("event types", d.event_types(endpoint)),
+        ("signature", endpoint["signature"]),
+        ("rate limit", endpoint["rate_limit"] or d.NOTHING),
+        ("created", d.moment(endpoint["created_at"])),
+        ("updated", d.moment(endpoint["updated_at"])),
+    ]
+    for name in ("secret", "public_key"):
+        if endpoint.get(name):
+            fields.append((name.replace("_", " "), endpoint[name]))
+    for previous in endpoint.get("previous_keys", []):
+        fields.append(("previous key", f"signs until {d.moment(previous['expires_at'])}"))
+    return render_fields(fields)
+
+
+def deliveries_table(deliveries: Sequence[JSON]) -> str:
+    rows = [
+        (
+            x["id"], x["status"], x["attempts"], d.delivery_outcome(x), x["event_type"],
+            x["endpoint_id"], d.moment(x["created_at"]),
+        )
+        for x in deliveries
+    ]  # fmt: skip
+    columns: list[Column | str] = [
+        "ID",
+        "STATUS",
+        num("ATTEMPTS"),
+        "LAST",
+        Column("TYPE", max_width=30),
+        "ENDPOINT",
+        "CREATED",
+    ]
+    return render(columns, rows)
+
+
+def delivery_fields(delivery: JSON) -> str:
+    return render_fields(
+        [
+            ("id", delivery["id"]),
+            ("status", delivery["status"]),
+            ("event", f"{delivery['event_id']} ({delivery['event_type']})"),
+            ("endpoint", delivery["endpoint_id"]),
+            ("attempts", delivery["attempts"]),
+            ("last outcome", d.delivery_outcome(delivery)),
+            ("next attempt", d.moment(delivery["next_attempt_at"])),
+            ("created", d.moment(delivery["created_at"])),
+            ("updated", d.moment(delivery["updated_at"])),
+        ]
+    )
+
+
+def attempts_table(attempts: Sequence[JSON]) -> str:
+    rows = [
+        (
+            a["number"], d.moment(a["started_at"]), d.outcome(a["status_code"], a["error"]),
+            d.duration(a["duration_ms"]), a["response_body"] or d.NOTHING,
+        )
+        for a in attempts
+    ]  # fmt: skip
+    columns: list[Column | str] = [
+        num("#"),
+        "STARTED",
+        "OUTCOME",
+        num("DURATION"),
+        Column("RESPONSE", max_width=50),
+    ]
+    return render(columns, rows)
+
+
+def event_fields(event: JSON) -> str:
+    return render_fields(
+        [
+            ("id", event["id"]),
+            ("type", event["type"]),
+            ("accepted", d.moment(event["timestamp"])),
+            ("deliveries", len(event["deliveries"])),
+        ]
+    )
+
+
+def events_table(events: Sequence[JSON]) -> str:
+    rows = [
+        (
+            e["id"], e["type"], d.moment(e["timestamp"]), e["key_id"], e["deliveries"],
+            "deleted" if e["payload_deleted"] else "kept",
+        )
+        for e in events
+    ]  # fmt: skip
+    columns: list[Column | str] = [
+        "ID",
+        Column("TYPE", max_width=40),
+        "ACCEPTED",
+        "KEY",
+        num("DELIVERIES"),
+        "PAYLOAD",
+    ]
+    return render(columns, rows)
+
+
+def job_fields(job: JSON) -> str:
+    return render_fields(
+        [
+            ("job", job["id"]),
+            ("kind", job["kind"]),
+            ("state", job["state"]),
+            ("found", job["matched"]),
+            ("re-sent", job["retried"]),
+        ]
+    )
+
+
+def stats_table(pairs: Sequence[tuple[JSON, JSON]]) -> str:
+    """One row per endpoint with its stats: the fleet at a glance."""
+    rows = []
+    for endpoint, stats in pairs:
+        hour = stats["last_hour"]
+        rows.append(
+            (
+                endpoint["id"], endpoint["url"], d.health(endpoint, stats), hour["deliveries"],
+                d.percent(hour["success_rate"]), d.duration(hour["latency_ms"]["p50"]),
+                d.duration(hour["latency_ms"]["p95"]), stats["backlog"], d.last_failure(stats),
+            )
+        )  # fmt: skip
+    columns: list[Column | str] = [
+        "ENDPOINT",
+        Column("URL", max_width=40),
+        "HEALTH",
+        num("DELIVERED 1H"),
+        num("SUCCESS"),
+        num("P50"),
+        num("P95"),
+        num("BACKLOG"),
+        "LAST FAILURE",
+    ]
+    return render(columns, rows)
+
+
+_WINDOW_FIGURES = (
+    "DELIVERIES", "SUCCEEDED", "FAILED", "SUCCESS", "ATTEMPTS", "ATTEMPT OK", "P50", "P95",
+)  # fmt: skip
+
+
+def stats_windows(stats: JSON) -> str:
+    rows = []
+    for name in ("last_hour", "last_day"):
+        w = stats[name]
+        rows.append(
+            (
+                name.replace("_", " "), w["deliveries"], w["succeeded"], w["failed"],
+                d.percent(w["success_rate"]), w["attempts"], d.percent(w["attempt_success_rate"]),
+                d.duration(w["latency_ms"]["p50"]), d.duration(w["latency_ms"]["p95"]),
+            )
+        )  # fmt: skip
+    columns: list[Column | str] = ["WINDOW", *(num(t) for t in _WINDOW_FIGURES)]
+    summary = render_fields(
+        [
+            ("endpoint", stats["endpoint_id"]),
+            ("backlog", stats["backlog"]),
+            ("last success", d.moment(stats["last_success_at"])),
+            ("last failure", d.last_failure(stats)),
+        ]
+    )
+    return summary + "\n\n" + render(columns, rows)

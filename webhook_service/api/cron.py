@@ -1,0 +1,164 @@
+"""POST /v1/cron/tick: one bounded batch of the scheduler's and the workers' work, inline.
+
+For hosts that sleep when idle and keep no workers running: an outside clock calls this
+route, and each call claims what has come due (first attempts, retries, expired leases),
+sends it through a delivery engine in this process and records every attempt, as a worker
+would, then trims a slice of expired history, as the scheduler would. The lease taken
+before every send already keeps two senders off one delivery; a Redis lock on top turns an
+overlapping second tick away at once (409) instead of letting two ticks race for one batch.
+
+The route has its own bearer secret (WEBHOOK_CRON_SECRET), not an API key: a scheduler on
+another platform holds it, and it can do nothing but this. While it is unset the route
+answers 404 like any path the service does not have.
+"""
+
+from __future__ import annotations
+
+import hmac
+import math
+from collections import Counter
+from collections.abc import AsyncIterator, Iterable
+from contextlib import suppress
+from dataclasses import asdict, dataclass
+
+import redis.exceptions
+from aiohttp import web
+from pydantic import SecretStr
+from redis.asyncio import Redis
+
+from webhook_service.api.context import SERVICES, services
+from webhook_service.api.pagination import limit_param
+from webhook_service.api.problems import ProblemError
+from webhook_service.config import Settings
+from webhook_service.delivery.engine import DeliveryEngine, Result
+from webhook_service.store import keys
+from webhook_service.store.due import claim_due, count_due
+from webhook_service.store.retention import TRIM_BUDGET, trim_async
+from webhook_service.store.scripts import Scripts
+from webhook_service.timeutil import now_ms
+from webhook_service.wiring import ConfigurationError, aiohttp_transport, delivery_engine
+
+PATH = "/v1/cron/tick"
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+MIN_SECRET_LENGTH = 16
+
+# Engine result statuses, as the summary counts them. Anything else (already done, leased
+# by a worker, not due yet) was not this tick's to count.
+_FINISHED_UNDELIVERED = frozenset({"failed", "disabled"})
+# Tried and failed with tries left, or held back by the endpoint's concurrency or rate limit.
+_LATER = frozenset({"pending", "busy", "throttled"})
+
+routes = web.RouteTableDef()
+
+
+@dataclass(frozen=True)
+class TickSummary:
+    delivered: int
+    failed: int
+    rescheduled: int
+    remaining: int  # due now and not handled: the next tick's work
+
+    @classmethod
+    def of(cls, results: Iterable[Result], remaining: int) -> TickSummary:
+        counts = Counter(result.status for result in results)
+        return cls(
+            delivered=counts["succeeded"],
+            failed=sum(counts[s] for s in _FINISHED_UNDELIVERED),
+            rescheduled=sum(counts[s] for s in _LATER),
+            remaining=remaining,
+        )
+
+
+class Ticker:
+    def __init__(self, client: Redis, engine: DeliveryEngine, settings: Settings) -> None:
+        self._redis = client
+        self._scripts = Scripts(client)
+        self._engine = engine
+        self._batch = settings.batch_size
+        self._grace_ms = int(settings.wakeup_grace * 1000)
+        self._retention_days = settings.retention_days
+        # One engine batch finishes within a lease (every send is bounded by the request
+        # timeout); the lock is renewed after each, so it outlives the tick only if we die.
+        self.lock_seconds = settings.lease_seconds
+
+    async def tick(self, limit: int) -> TickSummary | None:
+        """None when another tick holds the lock."""
+        lock = self._redis.lock(keys.TICK_LOCK, timeout=self.lock_seconds, blocking=False)
+        if not await lock.acquire():
+            return None
+        results: list[Result] = []
+        try:
+            budget = limit
+            while budget > 0:
+                claimed = await claim_due(
+                    self._scripts, now_ms(), min(budget, self._batch), self._grace_ms
+                )
+                if not claimed:
+                    break
+                budget -= len(claimed)
+                results += await self._engine.run(claimed.ids)
+                await lock.reacquire()
+            # The scheduler's other chore: without a scheduler, retention is kept here.
+            await trim_async(self._scripts, now_ms(), self._retention_days, max(TRIM_BUDGET, limit))
+            remaining = await count_due(self._redis, now_ms())
+        finally:
+            with suppress(redis.exceptions.RedisError):
+                await lock.release()  # if not, it expires by itself
+        return TickSummary.of(results, remaining)
+
+
+TICKER = web.AppKey("ticker", Ticker)
+
+
+async def ticker_context(app: web.Application) -> AsyncIterator[None]:
+    """Builds the engine only where tick mode is on: its HTTP session belongs to this loop."""
+    svc = app[SERVICES]
+    secret = svc.settings.cron_secret
+    if secret is None:
+        yield
+        return
+    if len(secret.get_secret_value()) < MIN_SECRET_LENGTH:
+        # An empty or short secret would open the route to guessing, or to anyone at all.
+        raise ConfigurationError(
+            f"WEBHOOK_CRON_SECRET must be at least {MIN_SECRET_LENGTH} characters; "
+            "make one with `openssl rand -hex 32`."
+        )
+    transport = aiohttp_transport(svc.settings)
+    engine = delivery_engine(svc.settings, svc.redis, transport)
+    app[TICKER] = Ticker(svc.redis, engine, svc.settings)
+    try:
+        yield
+    finally:
+        await transport.close()
+
+
+def _check_bearer(request: web.Request, secret: SecretStr) -> None:
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    expected = secret.get_secret_value().encode()
+    # compare_digest on bytes: constant time for any input, ASCII or not.
+    if scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip().encode(), expected):
+        raise ProblemError(
+            401,
+            "Send the cron secret as 'Authorization: Bearer <WEBHOOK_CRON_SECRET>'.",
+            headers={"WWW-Authenticate": 'Bearer realm="cron"'},
+        )
+
+
+@routes.post(PATH)
+async def tick(request: web.Request) -> web.Response:
+    secret = services(request).settings.cron_secret
+    if secret is None:
+        raise web.HTTPNotFound()
+    _check_bearer(request, secret)
+    limit = limit_param(request, DEFAULT_LIMIT, MAX_LIMIT)
+    ticker = request.app[TICKER]
+    summary = await ticker.tick(limit)
+    if summary is None:
+        raise ProblemError(
+            409,
+            "Another tick is running; this one did nothing.",
+            kind="tick-in-progress",
+            headers={"Retry-After": str(math.ceil(ticker.lock_seconds))},
+        )
+    return web.json_response(asdict(summary))

@@ -1,0 +1,101 @@
+"""The event history: list events, replay one, expunge a payload."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict
+
+from webhook_service.api.body import read_model
+from webhook_service.api.context import services
+from webhook_service.api.deliveries import query_time
+from webhook_service.api.models import delivery_json
+from webhook_service.api.pagination import page_params
+from webhook_service.api.problems import ProblemError
+from webhook_service.store.history import EventFilter, EventSummary, list_events
+from webhook_service.timeutil import iso, now_ms
+
+routes = web.RouteTableDef()
+
+
+class ReplayIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    # None: every endpoint subscribed to the event's type now.
+    endpoint_id: str | None = None
+
+
+def event_summary_json(event: EventSummary) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "type": event.type,
+        "timestamp": iso(event.created_ms),
+        "key_id": event.key_id,
+        "deliveries": event.deliveries,
+        "payload_deleted": event.payload_deleted,
+    }
+
+
+@routes.get("/v1/events")
+async def list_route(request: web.Request) -> web.Response:
+    query = EventFilter(
+        event_type=request.query.get("type"),
+        key_id=request.query.get("key_id"),
+        since_ms=query_time(request, "since"),
+        until_ms=query_time(request, "until"),
+    )
+    limit, cursor = page_params(request)
+    page = await list_events(services(request).redis, query, limit, cursor)
+    return web.json_response(
+        {"data": [event_summary_json(e) for e in page.items], "next_cursor": page.next_cursor}
+    )
+
+
+def _refusal(outcome: str) -> ProblemError:
+    if outcome == "missing":
+        return ProblemError(404, "No event has this id.")
+    if outcome == "no_payload":
+        return ProblemError(409, "This event's payload was deleted: there is nothing to send.")
+    if outcome == "endpoint_disabled":
+        return ProblemError(409, "This endpoint is disabled; enable it first.")
+    return ProblemError(
+        422,
+        "No endpoint has this id.",
+        errors=[{"pointer": "/endpoint_id", "detail": "no endpoint has this id"}],
+    )
+
+
+@routes.post("/v1/events/{event_id}/replay")
+async def replay(request: web.Request) -> web.Response:
+    svc = services(request)
+    body = ReplayIn()
+    if request.can_read_body:
+        body = await read_model(request, ReplayIn, svc.settings.max_payload_bytes)
+    replayed = await svc.events.replay(
+        request.match_info["event_id"],
+        body.endpoint_id,
+        now_ms(),
+        svc.settings.max_attempts,
+        int(svc.settings.wakeup_grace * 1000),
+    )
+    if replayed.outcome != "ok":
+        raise _refusal(replayed.outcome)
+    if replayed.pending:
+        await svc.waker.wake(replayed.pending, retry=False)
+    records = await svc.deliveries.get_many(replayed.delivery_ids)
+    return web.json_response(
+        {
+            "event_id": request.match_info["event_id"],
+            "deliveries": [delivery_json(d) for d in records],
+        },
+        status=202,
+    )
+
+
+@routes.delete("/v1/events/{event_id}/payload")
+async def expunge_payload(request: web.Request) -> web.Response:
+    svc = services(request)
+    if not await svc.events.expunge_payload(request.match_info["event_id"], now_ms()):
+        raise ProblemError(404, "No event has this id.")
+    return web.Response(status=204)

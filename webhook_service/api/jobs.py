@@ -1,0 +1,134 @@
+"""Retrying many deliveries: bulk retry by history filter, recovery of an endpoint's window.
+
+Both answer 202 with a job at once and run in the background of the API process, a page at
+a time, with progress readable at ``GET /v1/jobs/{id}``. Jobs live in Redis: any API
+process picks up one whose owner died (see ``store/jobs.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import redis.exceptions
+from aiohttp import web
+
+from webhook_service.api.body import read_model
+from webhook_service.api.context import Services, Waker, services
+from webhook_service.api.deliveries import delivery_filter
+from webhook_service.api.models import RecoverIn, job_json
+from webhook_service.api.problems import ProblemError
+from webhook_service.store.history import DeliveryFilter
+from webhook_service.store.jobs import JobRecord, JobStore
+from webhook_service.timeutil import now_ms, parse_iso
+
+log = logging.getLogger(__name__)
+routes = web.RouteTableDef()
+
+_LEASE_MS = 30_000
+_POLL_SECONDS = 2.0
+
+
+class JobRunner:
+    """Works on every running job this process can claim; woken at once by a new job."""
+
+    def __init__(self, jobs: JobStore, waker: Waker, grace_ms: int) -> None:
+        self._jobs = jobs
+        self._waker = waker
+        self._grace_ms = grace_ms
+        self._kick = asyncio.Event()
+
+    def kick(self) -> None:
+        self._kick.set()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self._pass()
+            except redis.exceptions.RedisError:
+                log.warning("redis unreachable; jobs resume when it is back", exc_info=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._kick.wait(), _POLL_SECONDS)
+            self._kick.clear()
+
+    async def _pass(self) -> None:
+        for job_id in await self._jobs.running():
+            token = await self._jobs.claim(job_id, _LEASE_MS)
+            job = await self._jobs.get(job_id) if token else None
+            while token and job is not None and job.state == "running":
+                stepped = await self._jobs.step(job, token, now_ms(), self._grace_ms, _LEASE_MS)
+                if stepped is None:
+                    break
+                job, retried = stepped
+                if retried:
+                    await self._waker.wake(retried, retry=True)
+
+
+RUNNER = web.AppKey("job_runner", JobRunner)
+
+
+def setup(app: web.Application, svc: Services) -> None:
+    runner = JobRunner(svc.jobs, svc.waker, int(svc.settings.wakeup_grace * 1000))
+    app[RUNNER] = runner
+
+    async def lifecycle(_: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(runner.run())
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    app.cleanup_ctx.append(lifecycle)
+
+
+async def _start(
+    request: web.Request, kind: str, query: DeliveryFilter, statuses: tuple[str, ...]
+) -> web.Response:
+    job: JobRecord = await services(request).jobs.create(
+        "retry" if kind == "retry" else "recover", query, statuses, now_ms()
+    )
+    request.app[RUNNER].kick()
+    return web.json_response(job_json(job), status=202, headers={"Location": f"/v1/jobs/{job.id}"})
+
+
+@routes.post("/v1/deliveries/retry")
+async def bulk_retry(request: web.Request) -> web.Response:
+    query = delivery_filter(request)
+    # Without a status, what needs a retry is what failed; succeeded ones are re-sent only
+    # when asked for by name, and pending ones are on their way already.
+    status = query.status or "failed"
+    if status == "pending":
+        raise ProblemError(
+            422,
+            "Pending deliveries are on their way already.",
+            errors=[{"pointer": "#/query/status", "detail": "failed, disabled or succeeded"}],
+        )
+    return await _start(request, "retry", query, (status,))
+
+
+@routes.post("/v1/endpoints/{endpoint_id}/recover")
+async def recover(request: web.Request) -> web.Response:
+    svc = services(request)
+    endpoint_id = request.match_info["endpoint_id"]
+    if await svc.endpoints.get(endpoint_id) is None:
+        raise ProblemError(404, "No endpoint has this id.")
+    body = await read_model(request, RecoverIn, svc.settings.max_payload_bytes)
+    since = parse_iso(body.since)
+    until = parse_iso(body.until) if body.until else now_ms()
+    if until < since:
+        raise ProblemError(
+            422, "The window ends before it starts.",
+            errors=[{"pointer": "/until", "detail": "not before since"}],
+        )  # fmt: skip
+    query = DeliveryFilter(endpoint_id=endpoint_id, since_ms=since, until_ms=until)
+    return await _start(request, "recover", query, ("failed", "disabled"))
+
+
+@routes.get("/v1/jobs/{job_id}")
+async def get_job(request: web.Request) -> web.Response:
+    job = await services(request).jobs.get(request.match_info["job_id"])
+    if job is None:
+        raise ProblemError(404, "No job has this id.")
+    return web.json_response(job_json(job))

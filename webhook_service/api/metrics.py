@@ -1,0 +1,136 @@
+"""GET /metrics (Prometheus), and the count of events the API turns away.
+
+The figures are cluster-wide: they live in Redis (``store/telemetry.py``), written by the
+Lua steps of every worker and API process, and a scrape turns one snapshot of them into
+metric families through a collector. Labels are bounded: outcome, class, queue, reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import redis.exceptions
+from aiohttp import web
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from webhook_service.api.context import services
+from webhook_service.api.problems import Handler, ProblemError
+from webhook_service.store import buckets
+from webhook_service.store.history import STATUS_CLASSES
+from webhook_service.store.telemetry import Snapshot, count_rejection, snapshot
+from webhook_service.timeutil import now_ms
+
+routes = web.RouteTableDef()
+
+# Largest finite buckets: 2^15 ms (33 s) is above any request timeout worth having, 2^27 ms
+# (37 h) above the default retry schedule (27.6 h). Larger values count under +Inf.
+DURATION_TOP = 15
+LATENCY_TOP = 27
+FINAL_STATUSES = ("succeeded", "failed", "disabled")
+
+
+class SnapshotCollector(Collector):
+    def __init__(self, data: Snapshot, now: int) -> None:
+        self._data = data
+        self._now = now
+
+    def _count(self, field: str) -> int:
+        return int(self._data.counters.get(field, 0))
+
+    def _histogram(self, name: str, doc: str, field: str, top: int) -> HistogramMetricFamily:
+        counts = buckets.parse(self._data.counters, field + ":")
+        rows = [(str(le), float(n)) for le, n in buckets.cumulative(counts, top)]
+        rows.append(("+Inf", float(sum(counts.values()))))
+        total_ms = self._count(field + "_sum_ms")
+        return HistogramMetricFamily(name, doc, buckets=rows, sum_value=total_ms / 1000)
+
+    def collect(self) -> Iterator[Metric]:
+        data = self._data
+        yield CounterMetricFamily(
+            "webhook_events_accepted", "Events stored.", value=self._count("events_accepted")
+        )
+        rejected = CounterMetricFamily(
+            "webhook_events_rejected", "Event submissions refused, by reason.", labels=["reason"]
+        )
+        for field, value in sorted(data.counters.items()):
+            if field.startswith("rejected:"):
+                rejected.add_metric([field.partition(":")[2]], int(value))
+        yield rejected
+        outcomes = CounterMetricFamily(
+            "webhook_deliveries", "Deliveries that reached a final status.", labels=["outcome"]
+        )
+        for status in FINAL_STATUSES:
+            outcomes.add_metric([status], self._count("outcome:" + status))
+        yield outcomes
+        attempts = CounterMetricFamily(
+            "webhook_attempts", "Delivery attempts, by what they got.", labels=["class"]
+        )
+        for status_class in STATUS_CLASSES:
+            attempts.add_metric([status_class], self._count("attempts:" + status_class))
+        yield attempts
+        yield self._histogram(
+            "webhook_attempt_duration_seconds",
+            "How long one delivery attempt took.",
+            "duration",
+            DURATION_TOP,
+        )
+        yield self._histogram(
+            "webhook_delivery_latency_seconds",
+            "From a delivery's creation (its event's ingest) to its successful attempt.",
+            "latency",
+            LATENCY_TOP,
+        )
+        depths = GaugeMetricFamily(
+            "webhook_queue_depth",
+            "fresh and retry: Celery messages waiting; due: deliveries waiting for their "
+            "time; failed: deliveries that spent their budget.",
+            labels=["queue"],
+        )
+        for queue, depth in data.queue_depths.items():
+            depths.add_metric([queue], depth)
+        yield depths
+        yield GaugeMetricFamily(
+            "webhook_leases_in_flight", "Deliveries being sent now.", value=data.leases_in_flight
+        )
+        yield GaugeMetricFamily(
+            "webhook_endpoints_disabled", "Disabled endpoints.", value=data.endpoints_disabled
+        )
+        if data.scheduler_tick_ms is not None:
+            yield GaugeMetricFamily(
+                "webhook_scheduler_lag_seconds",
+                "Time since the acting scheduler last finished a pass.",
+                value=max(0, self._now - data.scheduler_tick_ms) / 1000,
+            )
+
+
+@routes.get("/metrics")
+async def metrics(request: web.Request) -> web.Response:
+    now = now_ms()
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(await snapshot(services(request).redis, now), now))
+    encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+    return web.Response(body=encode(registry), headers={"Content-Type": content_type})
+
+
+_INGEST = ("POST", "/v1/events")
+
+
+@web.middleware
+async def rejection_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Counts POST /v1/events answered 4xx, by problem kind (a bounded set)."""
+    try:
+        return await handler(request)
+    except ProblemError as exc:
+        if (request.method, request.path) == _INGEST and 400 <= exc.status < 500:
+            # A metric must never turn a 4xx into a 503.
+            with contextlib.suppress(redis.exceptions.RedisError):
+                await count_rejection(services(request).redis, exc.kind)
+        raise

@@ -1,0 +1,89 @@
+"""Which scope each route needs. A route missing here needs ``admin``: new routes fail closed.
+
+Keys are (method, canonical route path) as aiohttp registers them; HEAD is answered by the
+GET handler and needs what GET needs. Every route should have its own entry: a test
+enumerates the app's router and fails on any route left to the default.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+
+class Scope(StrEnum):
+    EVENTS_WRITE = "events:write"
+    EVENTS_READ = "events:read"
+    ENDPOINTS_READ = "endpoints:read"
+    ENDPOINTS_WRITE = "endpoints:write"
+    DELIVERIES_READ = "deliveries:read"
+    DELIVERIES_WRITE = "deliveries:write"
+    # Implies every other scope, and alone manages API keys.
+    ADMIN = "admin"
+
+
+# No key needed at all.
+PUBLIC: Final = None
+
+ROUTE_SCOPES: dict[tuple[str, str], Scope | None] = {
+    ("GET", "/healthz"): PUBLIC,
+    ("GET", "/readyz"): PUBLIC,
+    ("GET", "/metrics"): Scope.ADMIN,
+    # No API key: the route checks its own bearer secret, WEBHOOK_CRON_SECRET.
+    ("POST", "/v1/cron/tick"): PUBLIC,
+    ("POST", "/v1/events"): Scope.EVENTS_WRITE,
+    ("GET", "/v1/events/{event_id}"): Scope.EVENTS_READ,
+    ("GET", "/v1/endpoints"): Scope.ENDPOINTS_READ,
+    ("POST", "/v1/endpoints"): Scope.ENDPOINTS_WRITE,
+    ("GET", "/v1/endpoints/{endpoint_id}"): Scope.ENDPOINTS_READ,
+    ("PATCH", "/v1/endpoints/{endpoint_id}"): Scope.ENDPOINTS_WRITE,
+    ("DELETE", "/v1/endpoints/{endpoint_id}"): Scope.ENDPOINTS_WRITE,
+    # Reading a signing secret lets one forge webhooks: it is for whoever manages endpoints.
+    ("GET", "/v1/endpoints/{endpoint_id}/secret"): Scope.ENDPOINTS_WRITE,
+    ("POST", "/v1/endpoints/{endpoint_id}/rotate-secret"): Scope.ENDPOINTS_WRITE,
+    ("GET", "/v1/deliveries"): Scope.DELIVERIES_READ,
+    ("GET", "/v1/deliveries/{delivery_id}"): Scope.DELIVERIES_READ,
+    ("POST", "/v1/deliveries/{delivery_id}/retry"): Scope.DELIVERIES_WRITE,
+    ("POST", "/v1/deliveries/retry"): Scope.DELIVERIES_WRITE,
+    ("POST", "/v1/endpoints/{endpoint_id}/enable"): Scope.ENDPOINTS_WRITE,
+    ("POST", "/v1/endpoints/{endpoint_id}/disable"): Scope.ENDPOINTS_WRITE,
+    ("POST", "/v1/endpoints/{endpoint_id}/recover"): Scope.DELIVERIES_WRITE,
+    ("GET", "/v1/jobs/{job_id}"): Scope.DELIVERIES_READ,
+    ("GET", "/v1/api-keys"): Scope.ADMIN,
+    ("POST", "/v1/api-keys"): Scope.ADMIN,
+    ("DELETE", "/v1/api-keys/{key_id}"): Scope.ADMIN,
+    ("GET", "/v1/events"): Scope.EVENTS_READ,
+    ("POST", "/v1/events/{event_id}/replay"): Scope.EVENTS_WRITE,
+    ("DELETE", "/v1/events/{event_id}/payload"): Scope.EVENTS_WRITE,
+    ("GET", "/v1/endpoints/{endpoint_id}/stats"): Scope.DELIVERIES_READ,
+    # The dashboard (webhook_service/dashboard/) is public to this check only: each page
+    # needs its own session cookie (redirecting to the sign-in page without one), and does
+    # nothing itself; it calls this API with the signed-in person's key, so every scope
+    # above still applies to what it shows and does. Its forms also carry a CSRF token.
+    ("GET", "/dashboard"): PUBLIC,
+    ("GET", "/dashboard/login"): PUBLIC,
+    ("POST", "/dashboard/login"): PUBLIC,
+    ("POST", "/dashboard/logout"): PUBLIC,
+    ("GET", "/dashboard/endpoints/{endpoint_id}"): PUBLIC,
+    ("POST", "/dashboard/endpoints/{endpoint_id}/enable"): PUBLIC,
+    ("POST", "/dashboard/endpoints/{endpoint_id}/disable"): PUBLIC,
+    ("POST", "/dashboard/endpoints/{endpoint_id}/rotate-secret"): PUBLIC,
+    ("POST", "/dashboard/endpoints/{endpoint_id}/recover"): PUBLIC,
+    ("GET", "/dashboard/deliveries"): PUBLIC,
+    ("POST", "/dashboard/deliveries/retry"): PUBLIC,
+    ("GET", "/dashboard/deliveries/{delivery_id}"): PUBLIC,
+    ("POST", "/dashboard/deliveries/{delivery_id}/retry"): PUBLIC,
+    ("GET", "/dashboard/jobs/{job_id}"): PUBLIC,
+    ("GET", "/dashboard/static/dashboard.css"): PUBLIC,
+    ("GET", "/dashboard/static/dashboard.js"): PUBLIC,
+}
+
+
+def required_scope(method: str, route_path: str) -> Scope | None:
+    """The scope a request to a registered route needs; None: the route is public."""
+    key = ("GET" if method == "HEAD" else method, route_path)
+    return ROUTE_SCOPES.get(key, Scope.ADMIN)
+
+
+def grants(held: frozenset[str], needed: Scope) -> bool:
+    return Scope.ADMIN in held or needed in held

@@ -1,0 +1,35 @@
+"""The producer client for internal services: ``send(type, data)`` → the stored event's id.
+
+Each send carries an idempotency key (yours, or one made for it) on every one of its own
+tries, so a retry after a lost answer never stores the event twice.
+"""
+
+from webhook_service.client.aio import AsyncWebhookClient
+from webhook_service.client.attempts import Backoff
+from webhook_service.client.errors import (
+    APIError,
+    AuthenticationError,
+    ClientError,
+    IdempotencyKeyReused,
+    InvalidEvent,
+    ProblemDetails,
+    ServerError,
+    TransportError,
+    WebhookError,
+)
+from webhook_service.client.sync import WebhookClient
+
+__all__ = [
+    "APIError",
+    "AsyncWebhookClient",
+    "AuthenticationError",
+    "Backoff",
+    "ClientError",
+    "IdempotencyKeyReused",
+    "InvalidEvent",
+    "ProblemDetails",
+    "ServerError",
+    "TransportError",
+    "WebhookClient",
+    "WebhookError",
+]

@@ -1,0 +1,82 @@
+"""The asyncio producer client, on one aiohttp session."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+
+from webhook_service.client.attempts import (
+    Accepted,
+    Attempts,
+    Backoff,
+    ClientBase,
+    Headers,
+    PreparedRequest,
+    Step,
+)
+
+
+class AsyncWebhookClient(ClientBase):
+    """``await send(...)`` returns the event id once stored, or raises a typed error.
+
+    Use it as ``async with`` or call ``close()``; a session passed in is left open.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = 10.0,
+        backoff: Backoff | None = None,
+        session: aiohttp.ClientSession | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        super().__init__(base_url, api_key, backoff)
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session = session
+        self._owns_session = session is None
+        self._sleep = sleep
+
+    async def send(
+        self, event_type: str, data: Mapping[str, Any], idempotency_key: str | None = None
+    ) -> str:
+        attempts = self._attempts(event_type, data, idempotency_key)
+        while not isinstance(step := await self._try(attempts), Accepted):
+            await self._sleep(step.seconds)
+        return step.event_id
+
+    async def _try(self, attempts: Attempts) -> Step:
+        try:
+            status, headers, body = await self._post(attempts.request)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return attempts.failed(exc)
+        return attempts.answered(status, headers, body)
+
+    async def _post(self, request: PreparedRequest) -> tuple[int, Headers, bytes]:
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        async with self._session.post(
+            request.url, data=request.body, headers=request.headers, timeout=self._timeout
+        ) as response:
+            return response.status, response.headers, await response.read()
+
+    async def close(self) -> None:
+        if self._owns_session and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> AsyncWebhookClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

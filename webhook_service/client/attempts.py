@@ -1,0 +1,166 @@
+"""One send, without I/O: the request, and what each answer or failure means next.
+
+The sync and async clients only move bytes and wait; everything they decide (retry or not,
+how long to wait, which error to raise) is decided here, once, for both.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import orjson
+
+from webhook_service.client.errors import (
+    ProblemDetails,
+    ServerError,
+    TransportError,
+    WebhookError,
+    error_for,
+)
+from webhook_service.delivery.backoff import parse_retry_after
+
+# Overload and "not now" answers. Each is safe to repeat because every try carries the same
+# idempotency key: the service stores the event at most once and replays its first answer.
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+# In strict durability mode the first request with a key may still be confirming its fsync.
+RETRY_KINDS = frozenset({"idempotency-in-flight"})
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Jittered exponential backoff; a Retry-After from the service is a floor, not a hint."""
+
+    max_attempts: int = 6
+    base: float = 0.5
+    cap: float = 30.0
+    # No send takes longer than this, waits included: a wait that would end past it is not
+    # begun, and the last failure is raised instead.
+    deadline: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1 or self.base < 0 or self.cap < 0 or self.deadline <= 0:
+            raise ValueError("max_attempts >= 1, base and cap >= 0, deadline > 0")
+
+    def delay(self, retries_done: int, retry_after: float | None, rng: random.Random) -> float:
+        ceiling = min(self.cap, self.base * 2**retries_done)
+        # "Equal jitter": never less than half the step, so a herd spreads out but still
+        # backs off.
+        delay = rng.uniform(ceiling / 2, ceiling)
+        if retry_after is not None:
+            delay = max(delay, retry_after * rng.uniform(1.0, 1.1))
+        return delay
+
+
+class Headers(Protocol):
+    """A response's headers, looked up case-insensitively (urllib's and aiohttp's are)."""
+
+    def get(self, name: str, /) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    url: str
+    body: bytes
+    headers: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Accepted:
+    event_id: str
+
+
+@dataclass(frozen=True)
+class Wait:
+    seconds: float
+
+
+Step = Accepted | Wait
+
+
+def events_url(base_url: str) -> str:
+    scheme = urlsplit(base_url).scheme
+    if scheme not in ("http", "https"):
+        raise ValueError(f"the service URL must be http or https, not {base_url!r}")
+    return base_url.rstrip("/") + "/v1/events"
+
+
+class Attempts:
+    """The tries of one send; every try sends the same bytes with the same idempotency key."""
+
+    def __init__(
+        self,
+        url: str,
+        api_key: str,
+        event_type: str,
+        data: Mapping[str, Any],
+        idempotency_key: str | None,
+        backoff: Backoff,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.idempotency_key = idempotency_key or str(uuid.uuid4())
+        self.request = PreparedRequest(
+            url,
+            orjson.dumps({"type": event_type, "data": dict(data)}),
+            {
+                "Authorization": f"Bearer {api_key}",
+                "Content-Type": "application/json",
+                "Accept": "application/json, application/problem+json",
+                "Idempotency-Key": self.idempotency_key,
+            },
+        )
+        self._backoff = backoff
+        self._clock = clock
+        self._rng = rng or random.Random()  # noqa: S311 - jitter, not secrecy
+        self._started = clock()
+        self._tries = 0
+
+    def answered(self, status: int, headers: Headers, body: bytes) -> Step:
+        self._tries += 1
+        if 200 <= status < 300:
+            return Accepted(str(orjson.loads(body)["id"]))
+        problem = ProblemDetails.parse(status, body)
+        if status not in RETRY_STATUSES and problem.kind not in RETRY_KINDS:
+            raise error_for(problem)
+        retry_after = parse_retry_after(headers.get("Retry-After"), time.time())
+        return self._wait_or_raise(retry_after, lambda: ServerError(problem))
+
+    def failed(self, exc: Exception) -> Step:
+        """The request did not get an answer: refused, reset or timed out."""
+        self._tries += 1
+
+        def give_up() -> WebhookError:
+            error = TransportError(f"could not reach {self.request.url}: {exc!r}")
+            error.__cause__ = exc
+            return error
+
+        return self._wait_or_raise(None, give_up)
+
+    def _wait_or_raise(self, retry_after: float | None, final: Callable[[], WebhookError]) -> Wait:
+        if self._tries >= self._backoff.max_attempts:
+            raise final()
+        delay = self._backoff.delay(self._tries - 1, retry_after, self._rng)
+        if self._clock() - self._started + delay > self._backoff.deadline:
+            raise final()
+        return Wait(delay)
+
+
+class ClientBase:
+    """What both clients hold: where events go, as whom, and how a send is retried."""
+
+    def __init__(self, base_url: str, api_key: str, backoff: Backoff | None) -> None:
+        self._url = events_url(base_url)
+        self._api_key = api_key
+        self._backoff = backoff or Backoff()
+
+    def _attempts(
+        self, event_type: str, data: Mapping[str, Any], idempotency_key: str | None
+    ) -> Attempts:
+        return Attempts(self._url, self._api_key, event_type, data, idempotency_key, self._backoff)

@@ -1,0 +1,67 @@
+"""The blocking producer client, on the standard library alone (urllib)."""
+
+from __future__ import annotations
+
+import http.client
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from webhook_service.client.attempts import (
+    Accepted,
+    Attempts,
+    Backoff,
+    ClientBase,
+    Headers,
+    PreparedRequest,
+    Step,
+)
+
+
+class WebhookClient(ClientBase):
+    """``send`` blocks until the event is stored (its id returned) or a typed error is raised.
+
+    Safe to share between threads: it holds no connection, only settings.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = 10.0,
+        backoff: Backoff | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        super().__init__(base_url, api_key, backoff)
+        self._timeout = timeout
+        self._sleep = sleep
+
+    def send(
+        self, event_type: str, data: Mapping[str, Any], idempotency_key: str | None = None
+    ) -> str:
+        attempts = self._attempts(event_type, data, idempotency_key)
+        while not isinstance(step := self._try(attempts), Accepted):
+            self._sleep(step.seconds)
+        return step.event_id
+
+    def _try(self, attempts: Attempts) -> Step:
+        try:
+            status, headers, body = self._post(attempts.request)
+        except (OSError, http.client.HTTPException) as exc:  # URLError is an OSError
+            return attempts.failed(exc)
+        return attempts.answered(status, headers, body)
+
+    def _post(self, request: PreparedRequest) -> tuple[int, Headers, bytes]:
+        sent = urllib.request.Request(  # noqa: S310 - events_url admits http(s) only
+            request.url, data=request.body, headers=dict(request.headers), method="POST"
+        )
+        try:
+            with urllib.request.urlopen(sent, timeout=self._timeout) as response:  # noqa: S310
+                return response.status, response.headers, response.read()
+        except urllib.error.HTTPError as answer:
+            # urllib raises for every status >= 400; for us they are answers like any other.
+            with answer:
+                return answer.code, answer.headers, answer.read()

@@ -1,0 +1,59 @@
+"""The web dashboard at /dashboard: server-rendered pages over the public API.
+
+Its routes are public as far as the API's key check goes (``api/scopes.py``): each page
+checks its own session and then acts with the signed-in person's API key, through the API.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+from aiohttp import web
+
+from webhook_service.dashboard import delivery_pages, endpoint_pages, login
+from webhook_service.dashboard.access import Handler, http_session
+from webhook_service.dashboard.layout import apply_security_headers
+
+PREFIX = "/dashboard"
+_STATIC = {"dashboard.css": "text/css", "dashboard.js": "text/javascript"}
+
+
+def _static(name: str, content_type: str) -> Handler:
+    # Two small files, read once: nothing from the request ever names a file.
+    text = files("webhook_service.dashboard").joinpath("static", name).read_text()
+
+    async def handler(_: web.Request) -> web.StreamResponse:
+        return web.Response(text=text, content_type=content_type, charset="utf-8")
+
+    return handler
+
+
+ROUTES: list[tuple[str, str, Handler]] = [
+    ("GET", PREFIX, endpoint_pages.overview),
+    ("GET", f"{PREFIX}/login", login.login_form),
+    ("POST", f"{PREFIX}/login", login.login),
+    ("POST", f"{PREFIX}/logout", login.logout),
+    ("GET", f"{PREFIX}/endpoints/{{endpoint_id}}", endpoint_pages.endpoint_page),
+    ("POST", f"{PREFIX}/endpoints/{{endpoint_id}}/enable", endpoint_pages.enable),
+    ("POST", f"{PREFIX}/endpoints/{{endpoint_id}}/disable", endpoint_pages.disable),
+    ("POST", f"{PREFIX}/endpoints/{{endpoint_id}}/rotate-secret", endpoint_pages.rotate),
+    ("POST", f"{PREFIX}/endpoints/{{endpoint_id}}/recover", endpoint_pages.recover),
+    ("GET", f"{PREFIX}/deliveries", delivery_pages.history),
+    ("POST", f"{PREFIX}/deliveries/retry", delivery_pages.bulk_retry),
+    ("GET", f"{PREFIX}/deliveries/{{delivery_id}}", delivery_pages.delivery_page),
+    ("POST", f"{PREFIX}/deliveries/{{delivery_id}}/retry", delivery_pages.retry),
+    ("GET", f"{PREFIX}/jobs/{{job_id}}", delivery_pages.job_page),
+    *(("GET", f"{PREFIX}/static/{name}", _static(name, kind)) for name, kind in _STATIC.items()),
+]
+
+
+async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    if request.path == PREFIX or request.path.startswith(PREFIX + "/"):
+        apply_security_headers(response)
+
+
+def setup(app: web.Application) -> None:
+    for method, route_path, handler in ROUTES:
+        app.router.add_route(method, route_path, handler)
+    app.cleanup_ctx.append(http_session)
+    app.on_response_prepare.append(_security_headers)

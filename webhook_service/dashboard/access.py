@@ -1,0 +1,97 @@
+"""How a dashboard page reaches the API: as the signed-in person, over HTTP, to this very
+process.
+
+The dashboard holds no privilege of its own. Each page calls the public API with the key
+from its session, on the local address the request came in on (the socket's, never the
+Host header, which the client chooses), so the key's scopes, the validation and every
+check apply exactly as to any other client.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import aiohttp
+from aiohttp import web
+
+from webhook_service.admin.api import AdminApi
+from webhook_service.client.errors import APIError, TransportError
+from webhook_service.dashboard import layout
+from webhook_service.dashboard.markup import path
+from webhook_service.dashboard.session import (
+    CSRF_FIELD,
+    Session,
+    current,
+    forget,
+    same_origin,
+    valid_form_token,
+)
+
+HTTP = web.AppKey("dashboard_http", aiohttp.ClientSession)
+View = Callable[[web.Request, Session, AdminApi], Awaitable[web.StreamResponse]]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def http_session(app: web.Application) -> AsyncIterator[None]:
+    async with aiohttp.ClientSession() as session:
+        app[HTTP] = session
+        yield
+
+
+def own_address(request: web.Request) -> str:
+    """This server's own base URL, from the socket the request arrived on."""
+    transport = request.transport
+    sockname = transport.get_extra_info("sockname") if transport is not None else None
+    if not isinstance(sockname, tuple):
+        raise web.HTTPServiceUnavailable(text="the dashboard needs a TCP listener")
+    host, port = sockname[0], sockname[1]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def api_for(request: web.Request, key: str) -> AdminApi:
+    return AdminApi(request.app[HTTP], own_address(request), key)
+
+
+def redirect(location: str) -> web.Response:
+    """303: after a POST the browser GETs the result, so reloading repeats nothing."""
+    return web.Response(status=303, headers={"Location": location})
+
+
+def explain(error: APIError) -> str:
+    problem = error.problem
+    pointers = "; ".join(f"{e.get('pointer', '')}: {e.get('detail', '')}" for e in problem.errors)
+    return f"{problem.detail} {pointers}".strip()
+
+
+def signed_in(view: View) -> Handler:
+    """Only with a session; a POST also needs our own origin and the form's token."""
+
+    @functools.wraps(view)
+    async def handler(request: web.Request) -> web.StreamResponse:
+        session = current(request)
+        if session is None:
+            return redirect(path("login"))
+        if request.method == "POST":
+            form = await request.post()
+            token = form.get(CSRF_FIELD)
+            if not same_origin(request) or not valid_form_token(
+                session, token if isinstance(token, str) else None
+            ):
+                return layout.error_page(
+                    403, "Refused", "This form did not come from this dashboard.", session
+                )
+        try:
+            return await view(request, session, api_for(request, session.key))
+        except APIError as exc:
+            if exc.status == 401:
+                # Revoked or expired in the meantime: sign in again.
+                response = redirect(path("login"))
+                forget(response)
+                return response
+            title = exc.problem.title or "Error"
+            return layout.error_page(exc.status, title, explain(exc), session)
+        except TransportError as exc:
+            return layout.error_page(502, "API unreachable", str(exc), session)
+
+    return handler

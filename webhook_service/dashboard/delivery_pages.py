@@ -1,0 +1,300 @@
+"""Deliveries: the history with the API's filters, one delivery's attempts, retries, jobs."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from webhook_service.admin import describe as d
+from webhook_service.admin.api import BULK_RETRY_FILTERS, DELIVERY_FILTERS, JSON, AdminApi
+from webhook_service.client.errors import APIError
+from webhook_service.dashboard import charts, layout
+from webhook_service.dashboard.access import explain, redirect, signed_in
+from webhook_service.dashboard.endpoint_pages import facts_list
+from webhook_service.dashboard.markup import Markup, join, path, render, with_query
+from webhook_service.dashboard.session import Session
+
+STATUS_BADGE = {"succeeded": "ok", "failed": "bad", "pending": "warn", "disabled": "off"}
+STATUSES = ("pending", "succeeded", "failed", "disabled")
+STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx", "timeout", "network")
+PAGE_SIZES = ("50", "25", "100", "250")
+# While something is under way, its page reloads itself this often (seconds).
+REFRESH = 1
+BODY_PREVIEW = 60
+
+
+def _select(name: str, label: str, options: tuple[str, ...], chosen: str, blank: str) -> Markup:
+    items = [render('<option value="">$blank</option>', blank=blank)] if blank else []
+    items += [
+        render(
+            '<option value="$v"$sel>$v</option>',
+            v=o,
+            sel=Markup(" selected") if o == chosen else Markup(""),
+        )
+        for o in options
+    ]
+    return render(
+        '<label>$label <select name="$name">$items</select></label>',
+        label=label,
+        name=name,
+        items=join(items),
+    )
+
+
+def _text(name: str, label: str, value: str, placeholder: str = "", kind: str = "text") -> Markup:
+    return render(
+        '<label>$label <input type="$kind" name="$name" value="$value" placeholder="$ph"></label>',
+        label=label,
+        kind=kind,
+        name=name,
+        value=value,
+        ph=placeholder,
+    )
+
+
+def filter_form(query: dict[str, str]) -> Markup:
+    """The API's own filters, by the API's own names, submitted as GET: a view is a URL."""
+    get = query.get
+    fields = [
+        _select("status", "Status", STATUSES, get("status", ""), "any"),
+        _select("status_class", "Last answer", STATUS_CLASSES, get("status_class", ""), "any"),
+        _text("endpoint_id", "Endpoint", get("endpoint_id", ""), "ep_…"),
+        _text("event_id", "Event", get("event_id", ""), "msg_…"),
+        _text("event_type", "Event type", get("event_type", ""), "invoice.paid"),
+        _text("since", "Since (UTC)", get("since", ""), "2026-01-31T12:00Z"),
+        _text("until", "Until (UTC)", get("until", ""), "2026-01-31T13:00Z"),
+        _text("attempts_min", "Attempts ≥", get("attempts_min", ""), "", "number"),
+        _text("attempts_max", "Attempts ≤", get("attempts_max", ""), "", "number"),
+        _select("limit", "Per page", PAGE_SIZES, get("limit", PAGE_SIZES[0]), ""),
+    ]
+    return render(
+        '<form method="get" action="$action" class="filters">$fields'
+        '<button type="submit">Filter</button> <a href="$action">Clear</a></form>',
+        action=path("deliveries"),
+        fields=join(fields),
+    )
+
+
+def _short(delivery_id: str) -> str:
+    # Delivery ids are 56 characters; the tail tells them apart in a list.
+    return delivery_id[:4] + "…" + delivery_id[-10:]
+
+
+def delivery_rows(deliveries: list[JSON]) -> list[list[Markup | str | int]]:
+    rows: list[list[Markup | str | int]] = []
+    for x in deliveries:
+        rows.append(
+            [
+                render(
+                    '<a href="$href" title="$id">$short</a>',
+                    href=path("deliveries", x["id"]),
+                    id=x["id"],
+                    short=_short(x["id"]),
+                ),
+                layout.badge(x["status"], STATUS_BADGE[x["status"]]),
+                x["attempts"],
+                d.delivery_outcome(x),
+                x["event_type"],
+                render(
+                    '<a href="$href">$id</a>',
+                    href=path("endpoints", x["endpoint_id"]),
+                    id=x["endpoint_id"],
+                ),
+                d.moment(x["created_at"]),
+                d.moment(x["updated_at"]),
+            ]
+        )
+    return rows
+
+
+def _bulk_retry(query: dict[str, str], session: Session) -> Markup:
+    chosen = {k: query[k] for k in BULK_RETRY_FILTERS if query.get(k)}
+    if not chosen or chosen.get("status") == "pending":
+        return Markup("")
+    what = chosen.get("status", "failed")
+    return layout.post_button(
+        path("deliveries", "retry"),
+        f"Retry every matching {what} delivery",
+        session,
+        confirm=f"Re-send every {what} delivery these filters match?",
+        fields=chosen,
+    )
+
+
+@signed_in
+async def history(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+    query = {
+        k: v for k, v in request.query.items() if v and k in (*DELIVERY_FILTERS, "cursor", "limit")
+    }
+    note, error = "", False
+    page: JSON = {"data": [], "next_cursor": None}
+    try:
+        page = await api.deliveries({"limit": PAGE_SIZES[0], **query})
+    except APIError as exc:
+        if exc.status != 422:
+            raise
+        note, error = explain(exc), True
+    table = layout.table(
+        ["Delivery", "Status", "Attempts", "Last", "Event type", "Endpoint", "Created", "Updated"],
+        delivery_rows(page["data"]),
+        "No delivery matches these filters.",
+    )
+    more = Markup("")
+    if page["next_cursor"]:
+        after = {**query, "cursor": str(page["next_cursor"])}
+        more = render(
+            '<p><a href="$href">Next page</a></p>', href=with_query(path("deliveries"), after)
+        )
+    body = join([filter_form(query), _bulk_retry(query, session), table, more])
+    return layout.page(
+        "Deliveries",
+        body,
+        session,
+        active="deliveries",
+        note=note or layout.notice(request),
+        error=error,
+    )
+
+
+def _attempts(delivery: JSON) -> Markup:
+    log = delivery["attempt_log"]
+    if not log:
+        return render('<p class="empty">No attempt yet.</p>')
+    timing = charts.bars(
+        [
+            charts.Bar(
+                f"#{a['number']} {d.outcome(a['status_code'], a['error'])}",
+                a["duration_ms"],
+                "ok" if _succeeded(a) else "bad",
+                f"attempt {a['number']} at {d.moment(a['started_at'])}: "
+                f"{d.duration(a['duration_ms'])}",
+            )
+            for a in log
+        ],
+        title="duration of each attempt",
+        unit=" ms",
+    )
+    rows: list[list[Markup | str | int]] = [
+        [
+            a["number"],
+            d.moment(a["started_at"]),
+            layout.badge(d.outcome(a["status_code"], a["error"]), "ok" if _succeeded(a) else "bad"),
+            d.duration(a["duration_ms"]),
+            _body(a["response_body"]),
+        ]
+        for a in log
+    ]
+    table = layout.table(["#", "Started", "Outcome", "Duration", "Response body"], rows, "")
+    return render(
+        "<figure><figcaption>Attempt timing</figcaption>$timing</figure>$table",
+        timing=timing,
+        table=table,
+    )
+
+
+def _succeeded(attempt: JSON) -> bool:
+    code = attempt["status_code"]
+    return code is not None and 200 <= code < 300
+
+
+def _body(text: str) -> Markup:
+    if not text:
+        return render('<span class="empty">empty</span>')
+    if len(text) <= BODY_PREVIEW and "\n" not in text:
+        return render("<code>$t</code>", t=text)
+    return render(
+        "<details><summary>$head…</summary><pre>$t</pre></details>",
+        head=text[:BODY_PREVIEW].replace("\n", " "),
+        t=text,
+    )
+
+
+@signed_in
+async def delivery_page(
+    request: web.Request, session: Session, api: AdminApi
+) -> web.StreamResponse:
+    delivery = await api.delivery(request.match_info["delivery_id"])
+    pending = delivery["status"] == "pending"
+    facts = facts_list(
+        [
+            ("Status", layout.badge(delivery["status"], STATUS_BADGE[delivery["status"]])),
+            ("Event", f"{delivery['event_id']} ({delivery['event_type']})"),
+            (
+                "Endpoint",
+                render(
+                    '<a href="$href">$id</a>',
+                    href=path("endpoints", delivery["endpoint_id"]),
+                    id=delivery["endpoint_id"],
+                ),
+            ),
+            ("Attempts", delivery["attempts"]),
+            ("Last outcome", d.delivery_outcome(delivery)),
+            ("Next attempt", d.moment(delivery["next_attempt_at"])),
+            ("Created", d.moment(delivery["created_at"])),
+            ("Updated", d.moment(delivery["updated_at"])),
+        ]
+    )
+    if pending:
+        action = render('<p class="pending">Pending: a worker is on it. This page follows it.</p>')
+    else:
+        action = layout.post_button(
+            path("deliveries", delivery["id"], "retry"), "Retry now", session, css="primary"
+        )
+    body = join([facts, action, render("<h2>Attempts</h2>"), _attempts(delivery)])
+    return layout.page(
+        "Delivery",
+        body,
+        session,
+        active="deliveries",
+        note=layout.notice(request),
+        refresh=REFRESH if pending else None,
+    )
+
+
+@signed_in
+async def retry(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+    delivery_id = request.match_info["delivery_id"]
+    try:
+        await api.retry(delivery_id)
+    except APIError as exc:
+        # Already pending: it is being sent anyway, which is what the button asked for.
+        if exc.status != 409:
+            raise
+    return redirect(path("deliveries", delivery_id) + "?done=retried")
+
+
+@signed_in
+async def bulk_retry(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+    form = await request.post()
+    query = {k: v for k in BULK_RETRY_FILTERS if isinstance(v := form.get(k), str) and v}
+    job = await api.bulk_retry(query)
+    return redirect(path("jobs", job["id"]))
+
+
+@signed_in
+async def job_page(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+    job = await api.job(request.match_info["job_id"])
+    running = job["state"] == "running"
+    progress = render(
+        '<progress max="$max" value="$value">$value of $max</progress>',
+        max=max(job["matched"], 1),
+        value=job["retried"],
+    )
+    facts = facts_list(
+        [
+            ("Kind", "bulk retry" if job["kind"] == "retry" else "recovery"),
+            ("State", layout.badge(job["state"], "warn" if running else "ok")),
+            ("Found", job["matched"]),
+            ("Re-sent", job["retried"]),
+            ("Progress", progress),
+            ("Started", d.moment(job["created_at"])),
+            ("Updated", d.moment(job["updated_at"])),
+        ]
+    )
+    back = render('<p><a href="$href">Deliveries</a></p>', href=path("deliveries"))
+    return layout.page(
+        f"Job {job['id']}",
+        join([facts, back]),
+        session,
+        active="deliveries",
+        refresh=REFRESH if running else None,
+    )

@@ -1,0 +1,347 @@
+"""Endpoints: the overview with health, backlog and charts; one endpoint; its actions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from webhook_service.admin import describe as d
+from webhook_service.admin.api import JSON, AdminApi
+from webhook_service.client.errors import APIError
+from webhook_service.dashboard import charts, figures, layout
+from webhook_service.dashboard.access import redirect, signed_in
+from webhook_service.dashboard.markup import Markup, join, path, render, with_query
+from webhook_service.dashboard.session import Session
+from webhook_service.timeutil import iso, now_ms
+
+PAGE_SIZE = 25
+HEALTH_BADGE = {
+    "healthy": "ok",
+    "degraded": "warn",
+    "failing": "bad",
+    "disabled": "off",
+    "idle": "off",
+}
+GRACE_CHOICES = (("24 h", 86400), ("1 h", 3600), ("7 days", 604800), ("none", 0))
+RECOVER_CHOICES = (("last hour", 3600), ("last day", 86400), ("last 7 days", 7 * 86400))
+
+
+def _readiness(ready: JSON) -> Markup:
+    checks = [
+        render(
+            '<li title="$detail">$badge</li>',
+            detail=check["detail"],
+            badge=layout.badge(name.replace("_", " "), "ok" if check["ok"] else "bad"),
+        )
+        for name, check in ready["checks"].items()
+    ]
+    state = layout.badge(ready["status"], "ok" if ready["status"] == "ready" else "bad")
+    return render(
+        '<section class="ready"><h2>System $state</h2><ul class="checks">$checks</ul></section>',
+        state=state,
+        checks=join(checks),
+    )
+
+
+def _endpoint_row(endpoint: JSON, stats: JSON | None) -> list[Markup | str | int]:
+    link = render(
+        '<a href="$href">$id</a>', href=path("endpoints", endpoint["id"]), id=endpoint["id"]
+    )
+    history = render(
+        '<a href="$href">deliveries</a>',
+        href=with_query(path("deliveries"), {"endpoint_id": endpoint["id"]}),
+    )
+    if stats is None:
+        return [
+            link,
+            layout.wrap(endpoint["url"]),
+            layout.badge(d.endpoint_state(endpoint)),
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            history,
+        ]
+    hour = stats["last_hour"]
+    health = d.health(endpoint, stats)
+    spark = charts.sparkline(
+        figures.attempts([stats["per_minute"]]),
+        title=f"attempts per minute, last hour: {hour['attempts']}",
+    )
+    return [
+        link,
+        layout.wrap(endpoint["url"]),
+        layout.badge(health, HEALTH_BADGE[health]),
+        spark,
+        hour["deliveries"],
+        d.percent(hour["success_rate"]),
+        d.duration(hour["latency_ms"]["p95"]),
+        stats["backlog"],
+        d.last_failure(stats),
+        history,
+    ]
+
+
+async def _stats_or_none(api: AdminApi, endpoints: list[JSON]) -> list[JSON | None]:
+    """Stats need deliveries:read; a key with only endpoints:read still sees the list."""
+    try:
+        return list(await api.stats_for(endpoints))
+    except APIError as exc:
+        if exc.status != 403:
+            raise
+        return [None] * len(endpoints)
+
+
+def _fleet_charts(stats: list[JSON | None]) -> Markup:
+    minutes = [s["per_minute"] for s in stats if s is not None]
+    if not minutes:
+        return Markup("")
+    labels = figures.minute_labels(minutes[0])
+    outcome = figures.outcomes(minutes)
+    tried = figures.attempts(minutes)
+    return render(
+        '<section class="charts"><figure><figcaption>Deliveries finished per minute</figcaption>'
+        "$outcome$outcome_key</figure><figure><figcaption>Attempts per minute</figcaption>"
+        "$tried$tried_key</figure></section>",
+        outcome=charts.stacked_bars(outcome, labels, title="deliveries finished per minute"),
+        outcome_key=charts.legend(outcome),
+        tried=charts.stacked_bars(tried, labels, title="attempts per minute"),
+        tried_key=charts.legend(tried),
+    )
+
+
+@signed_in
+async def overview(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+    listed = await api.endpoints(PAGE_SIZE, request.query.get("cursor") or None)
+    endpoints: list[JSON] = listed["data"]
+    stats = await _stats_or_none(api, endpoints)
+    ready = await api.readiness()
+    rows = [_endpoint_row(e, s) for e, s in zip(endpoints, stats, strict=True)]
+    table = layout.table(
+        [
+            "Endpoint",
+            "URL",
+            "Health",
+            "Last hour",
+            "Delivered",
+            "Success",
+            "p95",
+            "Backlog",
+            "Last failure",
+            "",
+        ],
+        rows,
+        "No endpoints yet: create one with POST /v1/endpoints or "
+        "`webhook-service endpoints create`.",
+    )
+    more = Markup("")
+    if listed["next_cursor"]:
+        more = render(
+            '<p><a href="$href">Next page</a></p>',
+            href=with_query("/dashboard", {"cursor": listed["next_cursor"]}),
+        )
+    body = join([_readiness(ready), _fleet_charts(stats), table, more])
+    return layout.page("Endpoints", body, session, active="endpoints", note=layout.notice(request))
+
+
+def _actions(endpoint: JSON, session: Session) -> Markup:
+    here = path("endpoints", endpoint["id"])
+    if endpoint["disabled"]:
+        toggle = layout.post_button(here + "/enable", "Enable", session, css="primary")
+    else:
+        toggle = layout.post_button(
+            here + "/disable",
+            "Disable",
+            session,
+            css="danger",
+            confirm="Stop sending to this endpoint?",
+        )
+    grace = join(
+        render('<option value="$v">$label</option>', v=v, label=label) for label, v in GRACE_CHOICES
+    )
+    window = join(
+        render('<option value="$v">$label</option>', v=v, label=label)
+        for label, v in RECOVER_CHOICES
+    )
+    rotate = render(
+        '<form method="post" action="$action" class="inline" data-confirm="$confirm">'
+        '<input type="hidden" name="csrf" value="$csrf">'
+        '<label>old key signs for <select name="grace_period_seconds">$grace</select></label>'
+        '<button type="submit">Rotate secret</button></form>',
+        action=here + "/rotate-secret",
+        csrf=session.csrf,
+        grace=grace,
+        confirm="Make a new signing key? Receivers need it before the old one stops signing.",
+    )
+    recover = render(
+        '<form method="post" action="$action" class="inline">'
+        '<input type="hidden" name="csrf" value="$csrf">'
+        '<label>re-send failed and disabled deliveries of the <select name="window">$window'
+        '</select></label><button type="submit">Recover</button></form>',
+        action=here + "/recover",
+        csrf=session.csrf,
+        window=window,
+    )
+    return render(
+        '<section class="actions">$toggle$rotate$recover</section>',
+        toggle=toggle,
+        rotate=rotate,
+        recover=recover,
+    )
+
+
+def _windows(stats: JSON) -> Markup:
+    rows: list[list[Markup | str | int]] = []
+    for name in ("last_hour", "last_day"):
+        w = stats[name]
+        rows.append(
+            [
+                name.replace("_", " "),
+                w["deliveries"],
+                w["succeeded"],
+                w["failed"],
+                d.percent(w["success_rate"]),
+                w["attempts"],
+                d.percent(w["attempt_success_rate"]),
+                d.duration(w["latency_ms"]["p50"]),
+                d.duration(w["latency_ms"]["p95"]),
+            ]
+        )
+    return layout.table(
+        [
+            "Window",
+            "Deliveries",
+            "Succeeded",
+            "Failed",
+            "Success",
+            "Attempts",
+            "Attempts 2xx",
+            "p50",
+            "p95",
+        ],
+        rows,
+        "",
+    )
+
+
+def _endpoint_charts(stats: JSON) -> Markup:
+    minutes = stats["per_minute"]
+    labels = figures.minute_labels(minutes)
+    outcome = figures.outcomes([minutes])
+    tried = figures.attempts([minutes])
+    speed = figures.latency(minutes)
+    return render(
+        '<section class="charts">'
+        "<figure><figcaption>Deliveries finished per minute</figcaption>$outcome$ok</figure>"
+        "<figure><figcaption>Attempts per minute</figcaption>$tried$tk</figure>"
+        "<figure><figcaption>Attempt latency per minute</figcaption>$speed$sk</figure>"
+        "</section>",
+        outcome=charts.stacked_bars(outcome, labels, title="deliveries finished per minute"),
+        ok=charts.legend(outcome),
+        tried=charts.stacked_bars(tried, labels, title="attempts per minute"),
+        tk=charts.legend(tried),
+        speed=charts.line_chart(speed, labels, title="attempt latency", unit=" ms"),
+        sk=charts.legend(speed),
+    )
+
+
+def endpoint_facts(endpoint: JSON, stats: JSON) -> Markup:
+    health = d.health(endpoint, stats)
+    facts = [
+        ("URL", endpoint["url"]),
+        ("Health", layout.badge(health, HEALTH_BADGE[health])),
+        ("State", d.endpoint_state(endpoint)),
+        ("Event types", d.event_types(endpoint)),
+        ("Description", endpoint["description"] or d.NOTHING),
+        ("Signature", endpoint["signature"]),
+        ("Backlog", f"{stats['backlog']} pending"),
+        ("Last success", d.moment(stats["last_success_at"])),
+        ("Last failure", d.last_failure(stats)),
+        ("Created", d.moment(endpoint["created_at"])),
+    ]
+    return facts_list(facts)
+
+
+def facts_list(facts: list[tuple[str, Any]]) -> Markup:
+    items = join(render("<dt>$k</dt><dd>$v</dd>", k=k, v=v) for k, v in facts)
+    return render('<dl class="facts">$items</dl>', items=items)
+
+
+@signed_in
+async def endpoint_page(
+    request: web.Request, session: Session, api: AdminApi
+) -> web.StreamResponse:
+    endpoint_id = request.match_info["endpoint_id"]
+    endpoint = await api.endpoint(endpoint_id)
+    stats = await api.stats(endpoint_id)
+    failed = with_query(path("deliveries"), {"endpoint_id": endpoint_id, "status": "failed"})
+    every = with_query(path("deliveries"), {"endpoint_id": endpoint_id})
+    links = render(
+        '<p><a href="$every">All its deliveries</a> · '
+        '<a href="$failed">Its failed deliveries</a></p>',
+        every=every,
+        failed=failed,
+    )
+    body = join(
+        [
+            endpoint_facts(endpoint, stats),
+            _actions(endpoint, session),
+            links,
+            _endpoint_charts(stats),
+            render("<h2>Last hour and day</h2>"),
+            _windows(stats),
+        ]
+    )
+    return layout.page(
+        endpoint["id"], body, session, active="endpoints", note=layout.notice(request)
+    )
+
+
+@signed_in
+async def enable(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+    endpoint = await api.set_enabled(request.match_info["endpoint_id"], True)
+    return redirect(path("endpoints", endpoint["id"]) + "?done=enabled")
+
+
+@signed_in
+async def disable(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+    endpoint = await api.set_enabled(request.match_info["endpoint_id"], False)
+    return redirect(path("endpoints", endpoint["id"]) + "?done=disabled")
+
+
+def _choice(raw: object, choices: tuple[tuple[str, int], ...]) -> int:
+    """One of the form's offered values; anything else is the first (the default)."""
+    allowed = {str(v): v for _, v in choices}
+    return allowed.get(raw if isinstance(raw, str) else "", choices[0][1])
+
+
+@signed_in
+async def rotate(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+    form = await request.post()
+    grace = _choice(form.get("grace_period_seconds"), GRACE_CHOICES)
+    rotated = await api.rotate_secret(request.match_info["endpoint_id"], grace)
+    # Shown on this answer only, never put in a URL: the secret is as good as the key.
+    shown = rotated["secret"] or rotated["public_key"]
+    kind = "secret" if rotated["secret"] else "public key"
+    until = [d.moment(p["expires_at"]) for p in rotated["previous_keys"]]
+    body = render(
+        "<p>The new signing $kind, shown this once (also at GET /v1/endpoints/{id}/secret):</p>"
+        '<pre class="secret">$shown</pre><p>Older keys still signing until: $until</p>'
+        '<p><a href="$back">Back to the endpoint</a></p>',
+        kind=kind,
+        shown=shown,
+        until=", ".join(until) or "none",
+        back=path("endpoints", rotated["id"]),
+    )
+    return layout.page("Secret rotated", body, session, active="endpoints")
+
+
+@signed_in
+async def recover(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+    form = await request.post()
+    seconds = _choice(form.get("window"), RECOVER_CHOICES)
+    job = await api.recover(request.match_info["endpoint_id"], iso(now_ms() - seconds * 1000), None)
+    return redirect(path("jobs", job["id"]))

@@ -1,0 +1,159 @@
+"""The page around every dashboard view, its security headers, and its small parts."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from webhook_service.dashboard.markup import Markup, join, path, render
+from webhook_service.dashboard.session import CSRF_FIELD, Session
+
+# Scripts and styles only from our own two files; nothing inline, nothing from elsewhere,
+# no framing, forms only back to us.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    # Not no-referrer: under it browsers send "Origin: null" with our own forms, and the
+    # origin check (session.same_origin) would refuse them.
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+# What a redirect after an action says on the page it lands on (?done=<code>).
+NOTICES = {
+    "retried": "Retry scheduled: a worker sends it now.",
+    "enabled": "Endpoint enabled: new events reach it again.",
+    "disabled": "Endpoint disabled: its events are kept as disabled deliveries.",
+    "signed-out": "Signed out.",
+}
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>$title · webhook-service</title>
+<link rel="stylesheet" href="/dashboard/static/dashboard.css">
+<script src="/dashboard/static/dashboard.js" defer></script>
+</head><body data-refresh="$refresh">
+<header><a class="brand" href="/dashboard">webhook-service</a><nav>$nav</nav>$account</header>
+<main>$notice<h1>$title</h1>$body</main>
+</body></html>
+"""
+
+_NAV = (("endpoints", "Endpoints", "/dashboard"), ("deliveries", "Deliveries", path("deliveries")))
+
+
+def post_button(
+    action: str,
+    label: str,
+    session: Session,
+    *,
+    css: str = "",
+    confirm: str = "",
+    fields: dict[str, str] | None = None,
+) -> Markup:
+    """A form that POSTs to ``action`` with the session's CSRF token and ``fields``."""
+    hidden = [
+        render('<input type="hidden" name="$n" value="$v">', n=name, v=value)
+        for name, value in {CSRF_FIELD: session.csrf, **(fields or {})}.items()
+    ]
+    return render(
+        '<form method="post" action="$action" class="inline" data-confirm="$confirm">$hidden'
+        '<button type="submit" class="$css">$label</button></form>',
+        action=action,
+        confirm=confirm,
+        hidden=join(hidden),
+        css=css,
+        label=label,
+    )
+
+
+def badge(text: str, kind: str | None = None) -> Markup:
+    return render('<span class="badge $kind">$text</span>', kind=kind or text, text=text)
+
+
+def wrap(text: str) -> Markup:
+    """Text a table cell may break anywhere (URLs), where other cells never wrap."""
+    return render('<span class="wrap">$text</span>', text=text)
+
+
+def notice(request: web.Request) -> str:
+    return NOTICES.get(request.query.get("done", ""), "")
+
+
+def page(
+    title: str,
+    body: Markup,
+    session: Session | None,
+    *,
+    active: str = "",
+    note: str = "",
+    refresh: int | None = None,
+    status: int = 200,
+    error: bool = False,
+) -> web.Response:
+    """A whole HTML page; ``refresh`` seconds: the page reloads itself (something is under
+    way), ``note``: a one-line message above the title."""
+    nav = (
+        join(
+            render(
+                '<a href="$href" class="$css">$label</a>',
+                href=href,
+                label=label,
+                css="active" if name == active else "",
+            )
+            for name, label, href in _NAV
+        )
+        if session
+        else Markup("")
+    )
+    account = (
+        post_button(path("logout"), "Sign out", session, css="link") if session else Markup("")
+    )
+    shown = (
+        render(
+            '<p class="notice $kind" role="status">$text</p>',
+            text=note,
+            kind="error" if error else "",
+        )
+        if note
+        else Markup("")
+    )
+    html = render(
+        _PAGE,
+        title=title,
+        body=body,
+        nav=nav,
+        account=account,
+        notice=shown,
+        refresh="" if refresh is None else refresh,
+    )
+    return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
+
+
+def error_page(status: int, title: str, detail: str, session: Session | None) -> web.Response:
+    body = render(
+        '<p class="detail">$detail</p><p><a href="/dashboard">Back to the dashboard</a></p>',
+        detail=detail,
+    )
+    return page(title, body, session, status=status)
+
+
+def apply_security_headers(response: web.StreamResponse) -> None:
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+
+
+def table(headers: list[str], rows: list[list[Markup | str | int]], empty: str) -> Markup:
+    if not rows:
+        return render('<p class="empty">$text</p>', text=empty)
+    head = join(render("<th>$h</th>", h=h) for h in headers)
+    body = join(
+        render("<tr>$cells</tr>", cells=join(render("<td>$c</td>", c=c) for c in row))
+        for row in rows
+    )
+    return render(
+        "<table><thead><tr>$head</tr></thead><tbody>$body</tbody></table>", head=head, body=body
+    )

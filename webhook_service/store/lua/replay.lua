@@ -1,0 +1,39 @@
+-- Replay an event: one new delivery to each endpoint subscribed to its type now, or to the
+-- one named. The new ids start with the replay's own time-ordered part, so they never meet
+-- the originals (whose ids start with the event's) and list as new; the originals and their
+-- attempt logs stay as they were.
+-- ARGV: now_ms, event_id, replay part (26 characters), budget, grace_ms,
+--       endpoint_id ('' = every endpoint subscribed now)
+-- Returns {'ok', ids, pending ids}, or {why}: 'missing', 'no_payload', 'no_endpoint',
+-- 'endpoint_disabled'.
+local now, event_id, part = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local budget, due_at, only = tonumber(ARGV[4]), now + tonumber(ARGV[5]), ARGV[6]
+local ekey = K.event .. event_id
+local ev = redis.call('HMGET', ekey, 'type', 'body', 'dlvs')
+if not ev[1] then return {'missing'} end
+if not ev[2] then return {'no_payload'} end
+local endpoints
+if only ~= '' then
+  local ep = redis.call('HMGET', K.endpoint .. only, 'url', 'disabled')
+  if not ep[1] then return {'no_endpoint'} end
+  if ep[2] == '1' then return {'endpoint_disabled'} end
+  endpoints = {only}
+elseif OPS_TYPES[ev[1]] then
+  endpoints = redis.call('SMEMBERS', K.sub_ops)
+else
+  endpoints = redis.call('SUNION', K.sub_type .. ev[1], K.sub_all)
+end
+local ids, pending = {}, {}
+for i, ep in ipairs(endpoints) do
+  local id = 'dlv_' .. part .. string.sub(ep, 4)
+  ids[i] = id
+  if create_delivery(now, id, event_id, ep, ev[1], budget, due_at) == 'pending' then
+    pending[#pending + 1] = id
+  end
+end
+if #ids > 0 then
+  local all = table.concat(ids, ',')
+  if ev[3] and ev[3] ~= '' then all = ev[3] .. ',' .. all end
+  redis.call('HSET', ekey, 'dlvs', all)
+end
+return {'ok', ids, pending}

@@ -1,0 +1,27 @@
+"""One page of records listed by a lex-ordered index of time-sortable ids."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from redis.asyncio import Redis
+
+
+async def newest_first(
+    redis: Redis, index: str, record_key: str, limit: int, cursor: str | None
+) -> tuple[list[tuple[str, dict[str, str]]], str | None]:
+    """Up to ``limit`` (id, hash) pairs, newest first, and the cursor of the next page.
+
+    ``record_key`` is the hash key's prefix, the id appended. The cursor is the last id of
+    the previous page; an id whose hash has just gone is skipped.
+    """
+    upper = f"({cursor}" if cursor else "+"
+    ids = cast(list[str], await redis.zrevrangebylex(index, upper, "-", start=0, num=limit + 1))
+    more = len(ids) > limit
+    ids = ids[:limit]
+    async with redis.pipeline(transaction=False) as pipe:
+        for record_id in ids:
+            pipe.hgetall(record_key + record_id)
+        rows = await pipe.execute()
+    found = [(i, raw) for i, raw in zip(ids, rows, strict=True) if raw]
+    return found, (ids[-1] if more and ids else None)

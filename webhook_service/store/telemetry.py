@@ -1,0 +1,81 @@
+"""Cluster-wide metrics: counters the Lua scripts keep in one hash, and gauges read live.
+
+Workers, schedulers and API processes are many; a counter kept in one process's memory
+would show a part. So every count is an ``HINCRBY`` in the same Lua step that changes
+the state it counts, and a scrape reads the hash plus a few lengths. Fields of the
+``metrics`` hash (``keys.METRICS``):
+
+======================  =========================================================
+events_accepted         events stored by POST /v1/events (ingest.lua)
+rejected:{kind}         POST /v1/events answered 4xx, by problem kind (the API)
+outcome:{status}        deliveries that became succeeded, failed or disabled
+attempts:{class}        attempts by class: 2xx..5xx, timeout, network
+duration:{b}            attempt durations, power-of-two ms buckets (``buckets.py``)
+duration_sum_ms         their sum
+latency:{b}             delivery creation to its 2xx attempt, same buckets
+latency_sum_ms          their sum
+======================  =========================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+from redis.asyncio import Redis
+
+from webhook_service.store import keys
+
+# Endpoints read per pipeline when counting disabled ones and their leases.
+_CHUNK = 1000
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    counters: dict[str, str]
+    queue_depths: dict[str, int]  # fresh, retry (Celery lists), due, failed
+    leases_in_flight: int
+    endpoints_disabled: int
+    scheduler_tick_ms: int | None
+
+
+async def count_rejection(redis: Redis, kind: str) -> None:
+    await redis.hincrby(keys.METRICS, "rejected:" + kind, 1)
+
+
+async def snapshot(redis: Redis, now_ms: int) -> Snapshot:
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.hgetall(keys.METRICS)
+        # kombu's Redis transport keeps each queue as a list named after it.
+        pipe.llen(keys.QUEUE_FRESH)
+        pipe.llen(keys.QUEUE_RETRY)
+        pipe.zcard(keys.DUE)
+        pipe.zcard(keys.deliveries_by_status("failed"))
+        pipe.zrange(keys.ENDPOINTS, 0, -1)
+        pipe.get(keys.SCHEDULER_TICK)
+        counters, fresh, retry, due, failed, endpoints, tick = await pipe.execute()
+    disabled, leases = await _endpoint_gauges(redis, cast(list[str], endpoints), now_ms)
+    return Snapshot(
+        counters=counters,
+        queue_depths={"fresh": fresh, "retry": retry, "due": due, "failed": failed},
+        leases_in_flight=leases,
+        endpoints_disabled=disabled,
+        scheduler_tick_ms=int(tick) if tick else None,
+    )
+
+
+async def _endpoint_gauges(redis: Redis, endpoints: list[str], now_ms: int) -> tuple[int, int]:
+    """Disabled endpoints, and leases held (the per-endpoint in-flight sets lease.lua keeps).
+    Endpoints are few next to deliveries; reading each one's flag keeps every path that
+    disables or enables one (API, health rules, recovery) out of this count's way."""
+    disabled = leases = 0
+    for start in range(0, len(endpoints), _CHUNK):
+        chunk = endpoints[start : start + _CHUNK]
+        async with redis.pipeline(transaction=False) as pipe:
+            for endpoint_id in chunk:
+                pipe.hget(keys.endpoint(endpoint_id), "disabled")
+                pipe.zcount(keys.LUA_KEYS["inflight"] + endpoint_id, now_ms, "+inf")
+            replies = await pipe.execute()
+        disabled += sum(1 for flag in replies[0::2] if flag == "1")
+        leases += sum(int(n) for n in replies[1::2])
+    return disabled, leases
