@@ -138,3 +138,15 @@ async def delivery_statuses(api: Api, event_id: str) -> dict[str, str]:
     status, body, _ = await api.call("GET", f"/v1/events/{event_id}")
     assert status == 200, body
     return {d["endpoint_id"]: d["status"] for d in body["deliveries"]}
+
+
+async def finished_job(api: Api, job_id: str) -> dict[str, Any]:
+    """Wait for a background job (bulk retry, recovery) to finish; returns it."""
+
+    async def done() -> bool:
+        _, job, _ = await api.call("GET", f"/v1/jobs/{job_id}")
+        return job["state"] == "done"  # type: ignore[no-any-return]
+
+    await wait_for(done)
+    _, job, _ = await api.call("GET", f"/v1/jobs/{job_id}")
+    return job  # type: ignore[no-any-return]

@@ -8,6 +8,7 @@ from tests.integration.conftest import (
     Api,
     create_endpoint,
     delivery_statuses,
+    finished_job,
     send_event,
     wait_for,
 )
@@ -40,12 +41,7 @@ async def test_bulk_retry_resends_the_failed_deliveries_a_filter_matches(
     assert status == 202, job
     assert job["kind"] == "retry" and headers["Location"] == f"/v1/jobs/{job['id']}"
 
-    async def done() -> bool:
-        _, now, _ = await api.call("GET", f"/v1/jobs/{job['id']}")
-        return now["state"] == "done"  # type: ignore[no-any-return]
-
-    await wait_for(done)
-    _, finished, _ = await api.call("GET", f"/v1/jobs/{job['id']}")
+    finished = await finished_job(api, job["id"])
     # Only the failed ones: the succeeded deliveries to "fine" are not sent again.
     assert (finished["matched"], finished["retried"]) == (3, 3)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Api, create_endpoint, send_event, wait_for
+from tests.integration.conftest import Api, create_endpoint, finished_job, send_event, wait_for
 from tests.support.receiver import Receiver
 from tests.support.stack import Stack, start_stack
 from webhook_service.timeutil import iso, now_ms
@@ -110,12 +110,7 @@ async def test_410_disables_keeps_events_and_recover_resends_them(
     assert status == 202, job
     assert headers["Location"] == f"/v1/jobs/{job['id']}"
 
-    async def job_done() -> bool:
-        _, now, _ = await api.call("GET", f"/v1/jobs/{job['id']}")
-        return now["state"] == "done"  # type: ignore[no-any-return]
-
-    await wait_for(job_done)
-    _, finished, _ = await api.call("GET", f"/v1/jobs/{job['id']}")
+    finished = await finished_job(api, job["id"])
     assert (finished["matched"], finished["retried"]) == (2, 2)
 
     async def both_delivered() -> bool:

@@ -433,35 +433,36 @@ async def test_endpoint_headers_are_sent_but_never_override_ours(box: SecretBox)
     verify(secret, sent)
 
 
-async def test_start_returns_once_leased_and_drain_waits_for_the_sends(box: SecretBox) -> None:
-    release = asyncio.Event()
+class Held:
+    """A MockTransport handler whose answers wait until the test releases them."""
 
-    async def slow(request: OutboundRequest) -> OutboundResponse:
-        await release.wait()
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+
+    async def __call__(self, request: OutboundRequest) -> OutboundResponse:
+        await self.release.wait()
         return OutboundResponse(200)
 
+
+async def test_start_returns_once_leased_and_drain_waits_for_the_sends(box: SecretBox) -> None:
+    held = Held()
     store = FakeStore([make_job(seal(box, (generate_secret(), None)))])
-    engine = make_engine(store, box, slow)
+    engine = make_engine(store, box, held)
     assert await engine.start([DELIVERY_ID]) == []
     assert len(store.leases) == 1
     assert store.records == []  # still sending
     assert await engine.drain(0.05) == 1
-    release.set()
+    held.release.set()
     assert await engine.drain(5) == 0
     assert [r["outcome"] for r in store.records] == ["ok"]
 
 
 async def test_start_waits_for_room_below_the_process_cap(box: SecretBox) -> None:
-    release = asyncio.Event()
-
-    async def slow(request: OutboundRequest) -> OutboundResponse:
-        await release.wait()
-        return OutboundResponse(200)
-
+    held = Held()
     store = FakeStore([make_job(seal(box, (generate_secret(), None)))])
     engine = DeliveryEngine(
         store,  # type: ignore[arg-type]
-        MockTransport(slow),
+        MockTransport(held),
         box,
         RetryPolicy((0.0,), jitter=0.0),
         HEALTH,
@@ -474,7 +475,7 @@ async def test_start_waits_for_room_below_the_process_cap(box: SecretBox) -> Non
     await asyncio.sleep(0.05)
     assert not second.done()  # the one slot is taken: no second lease yet
     assert len(store.leases) == 1
-    release.set()
+    held.release.set()
     await asyncio.wait_for(second, 5)
     assert len(store.leases) == 2
     await engine.drain(5)
