@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from tests.integration.conftest import Api, create_endpoint, delivery_statuses, wait_for
 from tests.support.receiver import Receiver
 from tests.support.stack import Stack
@@ -38,3 +40,28 @@ async def test_kill_9_worker_mid_send_then_delivered(
     _, delivery, _ = await api.call("GET", f"/v1/deliveries/{page['data'][0]['id']}")
     # The killed attempt was never recorded; the successful one was, once.
     assert [a["status_code"] for a in delivery["attempt_log"]] == [200]
+
+
+async def test_sigterm_lets_a_send_in_flight_finish(
+    api: Api, receiver: Receiver, stack: Stack
+) -> None:
+    receiver.slow["drain"] = 2.0  # answers 200, but only after two seconds
+    endpoint = await create_endpoint(api, receiver, "drain", ["crash.drain"])
+    status, accepted, _ = await api.call(
+        "POST", "/v1/events", json={"type": "crash.drain", "data": {}}
+    )
+    assert status == 202
+
+    async def in_flight() -> bool:
+        return len(receiver.for_endpoint("drain")) == 1
+
+    await wait_for(in_flight)
+    # A supervisor stopping the worker: the send it is waiting on finishes and is recorded
+    # before the process exits, so nothing is left for a lease to repair.
+    # (In a thread: the receiver answering that send runs on this test's event loop.)
+    assert await asyncio.to_thread(stack.terminate, "worker0") == 0
+    try:
+        assert await delivery_statuses(api, accepted["id"]) == {endpoint["id"]: "succeeded"}
+        assert len(receiver.for_endpoint("drain")) == 1
+    finally:
+        stack.start("worker", "worker0")

@@ -31,6 +31,7 @@ class Receiver:
     secrets: dict[str, list[str]] = field(default_factory=dict)
     behaviours: dict[str, Behaviour] = field(default_factory=dict)
     hang: set[str] = field(default_factory=set)
+    slow: dict[str, float] = field(default_factory=dict)  # seconds to wait before answering
     received: list[Received] = field(default_factory=list)
     # Requests being answered now, and the most there ever were at once, per endpoint.
     in_flight: dict[str, int] = field(default_factory=dict)
@@ -72,6 +73,7 @@ class Receiver:
             status = self.behaviours.get(name, lambda _n, _i: 200)(name, seen)
         if name in self.hang or status is None:
             await asyncio.sleep(3600)
+        await asyncio.sleep(self.slow.get(name, 0.0))
         got.status = status
         return web.Response(status=status, text=f"answer {status}")
 

@@ -48,6 +48,12 @@ class Stack:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
 
+    def terminate(self, name: str, timeout: float = 60.0) -> int:
+        """SIGTERM to the main process only, as a supervisor stops it; wait for the exit."""
+        process = self.processes.pop(name)
+        process.send_signal(signal.SIGTERM)
+        return process.wait(timeout)
+
     def restart_valkey(self, down_for: float = 0.0) -> None:
         """kill -9, stay down a while, then start again on the same dir and port: only the
         AOF survives."""
