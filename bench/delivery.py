@@ -58,11 +58,17 @@ def publish_naive(rig: Rig, targets: dict[str, str], events: int) -> None:
 
 
 async def _drain(rig: Rig, pool: Workers, expected: int) -> dict[str, Any]:
+    # CPU per delivery holds up far better than deliveries/s on a machine others load too.
+    cpu, valkey_cpu = pool.child.cpu_seconds(), rig.valkey_cpu()
     await rig.resume(pool)
     stats = await rig.receiver.wait_for(expected)
+    cpu, valkey_cpu = pool.child.cpu_seconds() - cpu, rig.valkey_cpu() - valkey_cpu
     span = (stats["last"] or 0.0) - (stats["first"] or 0.0)
+    done = max(1, stats["received"])
     return {
         "rate": (stats["received"] - 1) / span if span > 0 else math.nan,
+        "worker_cpu_ms": 1000 * cpu / done,
+        "valkey_cpu_ms": 1000 * valkey_cpu / done,
         "delivered": stats["received"],
         "expected": expected,
         "rejected": stats["rejected"],
@@ -109,8 +115,10 @@ async def _compare(rig: Rig, plan: Plan, endpoints: int, workers: int) -> dict[s
     for _ in range(plan.repeats):
         runs["ours"].append(await ours(rig, endpoints, plan.deliveries, workers))
         runs["naive"].append(await naive(rig, endpoints, plan.deliveries, workers))
+    figures = ("rate", "worker_cpu_ms", "valkey_cpu_ms")
     return {
-        side: {"rate": spread([r["rate"] for r in rs]), "runs": rs} for side, rs in runs.items()
+        side: {**{f: spread([r[f] for r in rs]) for f in figures}, "runs": rs}
+        for side, rs in runs.items()
     }
 
 

@@ -88,7 +88,8 @@ async def measure(rig: Rig, plan: Plan) -> dict[str, Any]:
 
     port = free_port()
     args = ["-m", "bench.floors", "ingest", "--port", str(port), "--redis-url", rig.valkey.url]
-    wait_port(rig.launch("floor-ingest", args), port)
+    server = rig.launch("floor-ingest", args)
+    wait_port(server, port)
     request = rig.event_request("bench.floor", port)
 
     async def prepare() -> None:
@@ -100,7 +101,7 @@ async def measure(rig: Rig, plan: Plan) -> dict[str, Any]:
         ).throughput
         for _ in range(plan.repeats)
     ]
-    fixed = await fixed_rates(port, request, plan, prepare)
+    fixed = await fixed_rates(rig, server, port, request, plan, prepare)
     search = await highest_sustained(port, request, plan, prepare, start=1000.0)
     rig.stop("floor-ingest")
     await prepare()

@@ -12,6 +12,7 @@ from typing import Any
 
 from bench.http_load import LoadResult, RequestFactory, closed_loop, open_loop
 from bench.plan import Plan
+from bench.procs import Child
 from bench.rig import Rig
 from bench.stats import spread
 
@@ -36,18 +37,23 @@ def sustained(summary: dict[str, float]) -> bool:
 
 
 async def fixed_rates(
-    port: int, request: RequestFactory, plan: Plan, prepare: Prepare
+    rig: Rig, server: Child, port: int, request: RequestFactory, plan: Plan, prepare: Prepare
 ) -> dict[str, Any]:
-    """Each rate, ``plan.repeats`` times: p50, p99, max latency and errors, with spread."""
+    """Each rate, ``plan.repeats`` times: p50, p99, max latency and errors, and the CPU the
+    server and Valkey spent per answered request (steadier than latency under outside load)."""
     out: dict[str, Any] = {}
     for rate in plan.ingest_rates:
         runs = []
         for _ in range(plan.repeats):
             await prepare()
-            runs.append((await _load(port, request, rate, plan)).summary())
-        out[str(rate)] = {
-            key: spread([r[key] for r in runs]) for key in ("p50_ms", "p99_ms", "max_ms", "errors")
-        }
+            cpu, valkey_cpu = server.cpu_seconds(), rig.valkey_cpu()
+            summary = (await _load(port, request, rate, plan)).summary()
+            answered = max(1.0, summary["completed"])
+            summary["server_cpu_ms"] = 1000 * (server.cpu_seconds() - cpu) / answered
+            summary["valkey_cpu_ms"] = 1000 * (rig.valkey_cpu() - valkey_cpu) / answered
+            runs.append(summary)
+        figures = ("p50_ms", "p99_ms", "max_ms", "errors", "server_cpu_ms", "valkey_cpu_ms")
+        out[str(rate)] = {key: spread([r[key] for r in runs]) for key in figures}
     return out
 
 
@@ -115,7 +121,7 @@ async def measure(rig: Rig, plan: Plan) -> dict[str, Any]:
     await prepare()
     # Warm up: scripts loaded, the Celery connection open, the executor thread started.
     await closed_loop(rig.api_port, request, connections=8, count=300)
-    fixed = await fixed_rates(rig.api_port, request, plan, prepare)
+    fixed = await fixed_rates(rig, rig.children["api"], rig.api_port, request, plan, prepare)
     search = await highest_sustained(rig.api_port, request, plan, prepare, best_fixed(fixed))
     rss = rig.children["api"].rss_bytes()
     rig.reset()

@@ -33,7 +33,7 @@ QUICK = Plan(
     floor_seconds=2.0,
     bisections=1,
     searches=1,
-    deliveries=2000,
+    deliveries=1000,
     latency_seconds=4.0,
     fanout_events=3,
 )

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+_TICKS = os.sysconf("SC_CLK_TCK")
+
 
 @dataclass
 class Child:
@@ -37,6 +39,10 @@ class Child:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.pid, signal.SIGKILL)
                 self.process.wait()
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU so far of this process and its live descendants."""
+        return sum(_cpu(pid) for pid in _tree(self.pid)) / _TICKS
 
     def rss_bytes(self) -> dict[str, int]:
         """Resident memory of this process and each of its descendants, by pid."""
@@ -84,6 +90,14 @@ def _tree(pid: int) -> list[int]:
         with contextlib.suppress(OSError):
             found += [int(p) for p in path.read_text().split()]
     return found
+
+
+def _cpu(pid: int) -> int:
+    with contextlib.suppress(OSError):
+        # Fields after the command name, which may itself hold spaces or parentheses.
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime, stime in clock ticks
+    return 0
 
 
 def _rss(pid: int) -> int:

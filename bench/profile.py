@@ -3,8 +3,8 @@
 ``python -m bench.run --profile`` runs only this: one ingest load at 1 000 ev/s with the
 API sampled, one delivery backlog with the worker (and its prefork children) sampled. The
 raw collapsed stacks land in ``bench/results/profile-*.txt`` (feed them to any flame graph
-tool); the summary lists the functions that hold the CPU themselves and the share of
-samples under each library.
+tool); the summary gives, per process, the functions that hold the CPU themselves and the
+share of samples under each of our functions and under each package.
 """
 
 from __future__ import annotations
@@ -26,11 +26,8 @@ from bench.rig import Rig
 PY_SPY = Path(sys.executable).parent / "py-spy"
 _RATE = 250  # samples/s: enough detail, little drag on a 2-core machine
 _TOP = 20
-# Libraries whose share of all samples the summary reports (path fragments).
-_LIBRARIES = (
-    "celery", "kombu", "redis", "aiohttp", "logging", "pydantic", "orjson", "asyncio",
-    "webhook_service", "workers", "signer", "multidict", "yarl", "billiard", "concurrent",
-)  # fmt: skip
+# Our own packages: the summary follows their functions inclusively.
+_OURS = frozenset({"webhook_service", "workers", "signer"})
 
 
 def record(child: Child, seconds: float, out: Path) -> subprocess.Popen[bytes]:
@@ -45,27 +42,52 @@ def record(child: Child, seconds: float, out: Path) -> subprocess.Popen[bytes]:
     )  # fmt: skip
 
 
+def _function(frame: str) -> str:
+    """'name (pkg/file.py:123)' -> 'name (pkg/file.py)': lines of one function add up."""
+    return frame.rsplit(":", 1)[0] + ")"
+
+
+def _package(frame: str) -> str:
+    return frame[frame.rfind("(") + 1 :].split("/", 1)[0].split(":", 1)[0]
+
+
 def summarize(raw: Path) -> dict[str, Any]:
-    """Self time by function, and the share of samples with each library on the stack."""
-    own: Counter[str] = Counter()
-    libraries: Counter[str] = Counter()
-    total = 0
+    """Per sampled process: its samples, the functions holding the CPU themselves, the share
+    of samples under each of our functions (inclusive) and under each package."""
+    own: dict[str, Counter[str]] = {}
+    ours: dict[str, Counter[str]] = {}
+    packages: dict[str, Counter[str]] = {}
+    totals: Counter[str] = Counter()
     for line in raw.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
         if not stack:
             continue
         count = int(count_text)
-        total += count
         frames = stack.split(";")
-        # "function (path/to/file.py:123)": the leaf is the frame holding the CPU.
-        own[frames[-1].rsplit(":", 1)[0] + ")"] += count
-        for library in _LIBRARIES:
-            if any(f"/{library}/" in frame for frame in frames):
-                libraries[library] += count
+        procs = [f.split(":", 1)[0] for f in frames if f.startswith("process ")]
+        process = procs[-1] if procs else "process ?"
+        code = [f for f in frames if not f.startswith(("process ", "thread "))]
+        if not code:
+            continue
+        totals[process] += count
+        own.setdefault(process, Counter())[_function(code[-1])] += count
+        mine = {_function(f) for f in code if _package(f) in _OURS}
+        ours.setdefault(process, Counter()).update(dict.fromkeys(mine, count))
+        packages.setdefault(process, Counter()).update(
+            dict.fromkeys({_package(f) for f in code}, count)
+        )
+
+    def shares(counter: Counter[str], total: int) -> list[tuple[str, float]]:
+        return [(name, round(100 * n / total, 1)) for name, n in counter.most_common(_TOP)]
+
     return {
-        "samples": total,
-        "self": [(name, round(100 * n / total, 1)) for name, n in own.most_common(_TOP)],
-        "libraries": {k: round(100 * n / total, 1) for k, n in libraries.most_common()},
+        process: {
+            "samples": total,
+            "self": shares(own[process], total),
+            "ours_inclusive": shares(ours[process], total),
+            "packages": shares(packages[process], total),
+        }
+        for process, total in totals.most_common()
     }
 
 

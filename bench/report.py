@@ -15,6 +15,7 @@ from typing import Any, Literal
 from bench.stats import Spread, spread
 
 MIB = 1024 * 1024
+CPU = "ms CPU"
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class Row:
 def _value(spread: Spread | None, unit: str) -> str:
     if spread is None:
         return "—"
-    digits = 1 if unit in ("ms", "MiB") else 0
+    digits = {"ms": 1, "MiB": 1, CPU: 3}.get(unit, 0)
 
     def fmt(x: float) -> str:
         return "n/a" if math.isnan(x) else f"{x:,.{digits}f}"
@@ -101,6 +102,11 @@ def rows(results: dict[str, Any]) -> list[Row]:
                 Row("ingest", f"{rate} ev/s, errors", figures["errors"], "", "lower",
                     floor["errors"] if floor else None, "floor")
             )  # fmt: skip
+            for key, label in (("server_cpu_ms", "API"), ("valkey_cpu_ms", "Valkey")):
+                out.append(
+                    Row("ingest", f"{rate} ev/s, {label} CPU per answered request", figures[key],
+                        CPU, "lower", floor[key] if floor else None, "floor")
+                )  # fmt: skip
         rate = ingest["sustained"]["rate"]
         floor_rate = floors["ingest_sustained"]["rate"] if floors else None
         met = None
@@ -121,11 +127,16 @@ def _delivery_rows(delivery: dict[str, Any] | None) -> list[Row]:
         return []
     out = []
     for endpoints, sides in delivery["by_endpoints"].items():
-        ours, naive = sides["ours"]["rate"], sides["naive"]["rate"]
-        out.append(
-            Row("delivery", f"deliveries/s, {endpoints} endpoint(s), 2 worker processes", ours,
-                "/s", "higher", naive, "naive", "≥ 3x naive", ours["median"] >= 3 * naive["median"])
-        )  # fmt: skip
+        ours, naive = sides["ours"], sides["naive"]
+        out += [
+            Row("delivery", f"deliveries/s, {endpoints} endpoint(s), 2 worker processes",
+                ours["rate"], "/s", "higher", naive["rate"], "naive", "≥ 3x naive",
+                ours["rate"]["median"] >= 3 * naive["rate"]["median"]),
+            Row("delivery", f"  worker CPU per delivery, {endpoints} endpoint(s)",
+                ours["worker_cpu_ms"], CPU, "lower", naive["worker_cpu_ms"], "naive"),
+            Row("delivery", f"  Valkey CPU per delivery, {endpoints} endpoint(s)",
+                ours["valkey_cpu_ms"], CPU, "lower", naive["valkey_cpu_ms"], "naive"),
+        ]  # fmt: skip
     workers = dict(delivery["by_workers"])
     width = workers.pop("endpoints")
     for count, sides in workers.items():

@@ -175,6 +175,11 @@ class Rig:
         if pool is not None:
             self.stop(pool.child.name)
 
+    def valkey_cpu(self) -> float:
+        """CPU seconds Valkey has used, as it counts them itself."""
+        cpu = self.redis.info("cpu")
+        return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+
     def reset(self) -> None:
         """Every queue and every key of the service: the next phase starts from nothing."""
         self.purge_queues()

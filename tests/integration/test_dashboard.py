@@ -201,6 +201,15 @@ async def test_the_dashboard_guards_its_session_and_its_forms(api: Api) -> None:
         async with client.post(target, data={"csrf": token[1]}) as same:
             assert same.status == 404  # through to the API, which has no such delivery
 
+    # Behind a TLS-terminating proxy the cookie is Secure.
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as client:
+        proxied = {"X-Forwarded-Proto": "https"}
+        async with client.post(
+            base + "/login", data={"key": ADMIN_KEY}, headers=proxied, allow_redirects=False
+        ) as behind_tls:
+            assert "Secure" in behind_tls.headers["Set-Cookie"]
+    assert "Secure" not in good.headers["Set-Cookie"]
+
     # The cookie is sealed: altered, it is no session at all.
     tampered = sealed[:-8] + ("A" * 8 if not sealed.endswith("A" * 8) else "B" * 8)
     async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as client:

@@ -94,3 +94,24 @@ def last_failure(stats: dict[str, Any]) -> str:
     if not failure:
         return NOTHING
     return f"{outcome(failure['status_code'], failure['error'])} at {moment(failure['at'])}"
+
+
+WINDOW_TITLES = (
+    "Window", "Deliveries", "Succeeded", "Failed", "Success", "Attempts", "Attempts 2xx",
+    "p50", "p95",
+)  # fmt: skip
+
+
+def windows(stats: dict[str, Any]) -> list[list[str | int]]:
+    """The last hour and the last day of a stats answer, one row each, as WINDOW_TITLES."""
+    rows: list[list[str | int]] = []
+    for name in ("last_hour", "last_day"):
+        w = stats[name]
+        rows.append(
+            [
+                name.replace("_", " "), w["deliveries"], w["succeeded"], w["failed"],
+                percent(w["success_rate"]), w["attempts"], percent(w["attempt_success_rate"]),
+                duration(w["latency_ms"]["p50"]), duration(w["latency_ms"]["p95"]),
+            ]
+        )  # fmt: skip
+    return rows

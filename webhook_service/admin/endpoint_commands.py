@@ -48,7 +48,6 @@ async def create_endpoint(ctx: Context) -> None:
         fields["headers"] = dict(args.header)
     created = await ctx.api.create_endpoint(fields)
     ctx.out.show(created, lambda: views.endpoint_fields(created))
-    ctx.out.note("the secret is shown here; GET /v1/endpoints/{id}/secret shows it again")
 
 
 async def show_endpoint(ctx: Context) -> None:

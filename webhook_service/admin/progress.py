@@ -14,7 +14,7 @@ SPINNER = "|/-\\"
 
 
 def bar(done: int, total: int, size: int = 30) -> str:
-    filled = size if total <= 0 else min(size, done * size // total)
+    filled = min(size, done * size // max(total, 1))
     return "[" + "#" * filled + "." * (size - filled) + "]"
 
 
@@ -22,9 +22,10 @@ def progress_line(job: dict[str, Any], elapsed: float, tick: int) -> str:
     matched, retried = job["matched"], job["retried"]
     running = job["state"] != "done"
     mark = SPINNER[tick % len(SPINNER)] if running else "done"
-    total = matched if matched or not running else 0
+    # Nothing found yet: empty while scanning, full once the scan found nothing at all.
+    shown = bar(retried, matched) if matched else bar(0 if running else 1, 1)
     return (
-        f"{job['kind']} {job['id']} {bar(retried, total)} "
+        f"{job['kind']} {job['id']} {shown} "
         f"re-sent {retried} of {matched} found  {elapsed:.1f}s {mark}"
     )
 

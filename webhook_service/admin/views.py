@@ -173,23 +173,9 @@ def stats_table(pairs: Sequence[tuple[JSON, JSON]]) -> str:
     return render(columns, rows)
 
 
-_WINDOW_FIGURES = (
-    "DELIVERIES", "SUCCEEDED", "FAILED", "SUCCESS", "ATTEMPTS", "ATTEMPT OK", "P50", "P95",
-)  # fmt: skip
-
-
 def stats_windows(stats: JSON) -> str:
-    rows = []
-    for name in ("last_hour", "last_day"):
-        w = stats[name]
-        rows.append(
-            (
-                name.replace("_", " "), w["deliveries"], w["succeeded"], w["failed"],
-                d.percent(w["success_rate"]), w["attempts"], d.percent(w["attempt_success_rate"]),
-                d.duration(w["latency_ms"]["p50"]), d.duration(w["latency_ms"]["p95"]),
-            )
-        )  # fmt: skip
-    columns: list[Column | str] = ["WINDOW", *(num(t) for t in _WINDOW_FIGURES)]
+    title, *figures = d.WINDOW_TITLES
+    columns: list[Column | str] = [title.upper(), *(num(t.upper()) for t in figures)]
     summary = render_fields(
         [
             ("endpoint", stats["endpoint_id"]),
@@ -198,4 +184,4 @@ def stats_windows(stats: JSON) -> str:
             ("last failure", d.last_failure(stats)),
         ]
     )
-    return summary + "\n\n" + render(columns, rows)
+    return summary + "\n\n" + render(columns, d.windows(stats))

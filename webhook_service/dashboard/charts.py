@@ -91,6 +91,14 @@ def _svg(width: int, height: int, title: str, body: Sequence[Markup], css: str) 
     )
 
 
+def figure(caption: str, chart: Markup, series: Sequence[Series]) -> Markup:
+    """A chart with its caption and the key to its colours."""
+    return render(
+        "<figure><figcaption>$caption</figcaption>$chart$key</figure>",
+        caption=caption, chart=chart, key=legend(series),
+    )  # fmt: skip
+
+
 def legend(series: Sequence[Series]) -> Markup:
     items = [
         render('<li><span class="key $css"></span>$name</li>', css=s.css, name=s.name)

@@ -53,16 +53,12 @@ def _endpoint_row(endpoint: JSON, stats: JSON | None) -> list[Markup | str | int
         href=with_query(path("deliveries"), {"endpoint_id": endpoint["id"]}),
     )
     if stats is None:
+        # No deliveries:read scope: the endpoint without its figures.
         return [
             link,
             layout.wrap(endpoint["url"]),
             layout.badge(d.endpoint_state(endpoint)),
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
+            *[""] * 6,
             history,
         ]
     hour = stats["last_hour"]
@@ -95,22 +91,26 @@ async def _stats_or_none(api: AdminApi, endpoints: list[JSON]) -> list[JSON | No
         return [None] * len(endpoints)
 
 
-def _fleet_charts(stats: list[JSON | None]) -> Markup:
-    minutes = [s["per_minute"] for s in stats if s is not None]
-    if not minutes:
-        return Markup("")
+def _activity(minutes: list[figures.Minutes]) -> list[Markup]:
+    """Deliveries and attempts per minute, summed over the endpoints given."""
     labels = figures.minute_labels(minutes[0])
-    outcome = figures.outcomes(minutes)
-    tried = figures.attempts(minutes)
-    return render(
-        '<section class="charts"><figure><figcaption>Deliveries finished per minute</figcaption>'
-        "$outcome$outcome_key</figure><figure><figcaption>Attempts per minute</figcaption>"
-        "$tried$tried_key</figure></section>",
-        outcome=charts.stacked_bars(outcome, labels, title="deliveries finished per minute"),
-        outcome_key=charts.legend(outcome),
-        tried=charts.stacked_bars(tried, labels, title="attempts per minute"),
-        tried_key=charts.legend(tried),
-    )
+    outcome, tried = figures.outcomes(minutes), figures.attempts(minutes)
+    return [
+        charts.figure(
+            "Deliveries finished per minute",
+            charts.stacked_bars(outcome, labels, title="deliveries finished per minute"),
+            outcome,
+        ),
+        charts.figure(
+            "Attempts per minute",
+            charts.stacked_bars(tried, labels, title="attempts per minute"),
+            tried,
+        ),
+    ]
+
+
+def _charts(figures_shown: list[Markup]) -> Markup:
+    return render('<section class="charts">$f</section>', f=join(figures_shown))
 
 
 @signed_in
@@ -143,7 +143,9 @@ async def overview(request: web.Request, session: Session, api: AdminApi) -> web
             '<p><a href="$href">Next page</a></p>',
             href=with_query("/dashboard", {"cursor": listed["next_cursor"]}),
         )
-    body = join([_readiness(ready), _fleet_charts(stats), table, more])
+    minutes = [s["per_minute"] for s in stats if s is not None]
+    activity = _charts(_activity(minutes)) if minutes else Markup("")
+    body = join([_readiness(ready), activity, table, more])
     return layout.page("Endpoints", body, session, active="endpoints", note=layout.notice(request))
 
 
@@ -193,58 +195,14 @@ def _actions(endpoint: JSON, session: Session) -> Markup:
     )
 
 
-def _windows(stats: JSON) -> Markup:
-    rows: list[list[Markup | str | int]] = []
-    for name in ("last_hour", "last_day"):
-        w = stats[name]
-        rows.append(
-            [
-                name.replace("_", " "),
-                w["deliveries"],
-                w["succeeded"],
-                w["failed"],
-                d.percent(w["success_rate"]),
-                w["attempts"],
-                d.percent(w["attempt_success_rate"]),
-                d.duration(w["latency_ms"]["p50"]),
-                d.duration(w["latency_ms"]["p95"]),
-            ]
-        )
-    return layout.table(
-        [
-            "Window",
-            "Deliveries",
-            "Succeeded",
-            "Failed",
-            "Success",
-            "Attempts",
-            "Attempts 2xx",
-            "p50",
-            "p95",
-        ],
-        rows,
-        "",
-    )
-
-
 def _endpoint_charts(stats: JSON) -> Markup:
     minutes = stats["per_minute"]
-    labels = figures.minute_labels(minutes)
-    outcome = figures.outcomes([minutes])
-    tried = figures.attempts([minutes])
     speed = figures.latency(minutes)
-    return render(
-        '<section class="charts">'
-        "<figure><figcaption>Deliveries finished per minute</figcaption>$outcome$ok</figure>"
-        "<figure><figcaption>Attempts per minute</figcaption>$tried$tk</figure>"
-        "<figure><figcaption>Attempt latency per minute</figcaption>$speed$sk</figure>"
-        "</section>",
-        outcome=charts.stacked_bars(outcome, labels, title="deliveries finished per minute"),
-        ok=charts.legend(outcome),
-        tried=charts.stacked_bars(tried, labels, title="attempts per minute"),
-        tk=charts.legend(tried),
-        speed=charts.line_chart(speed, labels, title="attempt latency", unit=" ms"),
-        sk=charts.legend(speed),
+    latency = charts.line_chart(
+        speed, figures.minute_labels(minutes), title="attempt latency", unit=" ms"
+    )
+    return _charts(
+        [*_activity([minutes]), charts.figure("Attempt latency per minute", latency, speed)]
     )
 
 
@@ -292,7 +250,7 @@ async def endpoint_page(
             links,
             _endpoint_charts(stats),
             render("<h2>Last hour and day</h2>"),
-            _windows(stats),
+            layout.table(list(d.WINDOW_TITLES), list(d.windows(stats)), ""),
         ]
     )
     return layout.page(

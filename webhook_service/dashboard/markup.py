@@ -26,7 +26,8 @@ def render(template: str, **values: object) -> Markup:
     return Markup(Template(template).substitute({k: escape(v) for k, v in values.items()}))
 
 
-def join(parts: Iterable[Markup], separator: str = "") -> Markup:
+def join(parts: Iterable[Markup | str], separator: str = "") -> Markup:
+    """Markup parts as they are, text escaped."""
     return Markup(separator.join(escape(p) for p in parts))
 
 

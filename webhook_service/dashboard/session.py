@@ -19,6 +19,7 @@ import binascii
 import hmac
 import secrets
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import orjson
 from aiohttp import web
@@ -82,7 +83,9 @@ def keep(response: web.StreamResponse, request: web.Request, session: Session) -
         path=COOKIE_PATH,
         httponly=True,
         samesite="Strict",
-        secure=request.secure,
+        # Trusting the proxy's header here is safe: a false one can only make the cookie
+        # stricter (unsent over plain http), never looser.
+        secure=request.secure or request.headers.get("X-Forwarded-Proto") == "https",
     )
 
 
@@ -95,10 +98,13 @@ def same_origin(request: web.Request) -> bool:
 
     Browsers send Origin with every form POST; when it is absent (an old browser, a
     non-browser client that holds no cookie anyway) Sec-Fetch-Site decides if present.
+    Host and port are compared, not the scheme: behind a TLS-terminating proxy the page is
+    https while this process sees http.
     """
     origin = request.headers.get("Origin")
     if origin is not None:
-        return origin == f"{request.scheme}://{request.host}"
+        parts = urlsplit(origin)
+        return parts.scheme in ("http", "https") and parts.netloc == request.host
     return request.headers.get("Sec-Fetch-Site", "same-origin") in ("same-origin", "none")
 
 

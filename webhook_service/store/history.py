@@ -46,6 +46,8 @@ class Page(Generic[T]):
 
 @dataclass(frozen=True)
 class TimeRange:
+    """The creation-time window every history filter has."""
+
     since_ms: int | None = None
     until_ms: int | None = None
 
@@ -68,17 +70,7 @@ class TimeRange:
 
 
 @dataclass(frozen=True)
-class _Timed:
-    since_ms: int | None = None
-    until_ms: int | None = None
-
-    @property
-    def time(self) -> TimeRange:
-        return TimeRange(self.since_ms, self.until_ms)
-
-
-@dataclass(frozen=True)
-class DeliveryFilter(_Timed):
+class DeliveryFilter(TimeRange):
     """Flat and JSON-able: bulk jobs store the filter they page with (store/jobs.py)."""
 
     endpoint_id: str | None = None
@@ -96,8 +88,7 @@ class DeliveryFilter(_Timed):
             and (self.status is None or record.status == self.status)
             and (self.event_type is None or record.event_type == self.event_type)
             and (self.status_class is None or record.last_class == self.status_class)
-            and (self.attempts_min is None or record.attempts >= self.attempts_min)
-            and (self.attempts_max is None or record.attempts <= self.attempts_max)
+            and self.wants_attempts(record.attempts)
         )
 
     def wants_attempts(self, count: int) -> bool:
@@ -127,7 +118,7 @@ class DeliveryFilter(_Timed):
 
 
 @dataclass(frozen=True)
-class EventFilter(_Timed):
+class EventFilter(TimeRange):
     event_type: str | None = None
     key_id: str | None = None
 
@@ -167,7 +158,7 @@ async def list_deliveries(
         members = cast(set[str], await redis.smembers(keys.ATTEMPT_COUNTS))
         counts = [int(n) for n in members]
     source = await _smallest(redis, query.sources(counts))
-    upper, lower = query.time.lex_bounds("dlv", cursor)
+    upper, lower = query.lex_bounds("dlv", cursor)
     return await _scan(redis, source, upper, lower, limit, store.get_many, query.matches)
 
 
@@ -175,7 +166,7 @@ async def list_events(
     redis: Redis, query: EventFilter, limit: int, cursor: str | None
 ) -> Page[EventSummary]:
     source = await _smallest(redis, query.sources())
-    upper, lower = query.time.lex_bounds("msg", cursor)
+    upper, lower = query.lex_bounds("msg", cursor)
 
     async def load(ids: Sequence[str]) -> list[EventSummary]:
         return await event_summaries(redis, ids)
@@ -274,7 +265,7 @@ async def _from_event(
     dlvs = cast(str | None, await redis.hget(keys.event(query.event_id or ""), "dlvs"))
     # A delivery id carries its creation time: the event's, or a replay's.
     ids = sorted(
-        (d for d in (dlvs or "").split(",") if d and query.time.covers(id_time_ms(d))),
+        (d for d in (dlvs or "").split(",") if d and query.covers(id_time_ms(d))),
         reverse=True,
     )
     if cursor:

@@ -1,0 +1,209 @@
+"""The admin command line, run as a subprocess against the API on a real socket, with real
+workers delivering to a real receiver."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pty
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from tests.integration.conftest import Api, create_endpoint, delivery_statuses, wait_for
+from tests.support.apikeys import make_key
+from tests.support.receiver import Receiver
+from tests.support.stack import ADMIN_KEY
+
+CLI_TIMEOUT = 120
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        assert self.code == 0, self.err
+        return json.loads(self.out)
+
+
+async def cli(api: Api, *args: str, key: str | None = ADMIN_KEY, stderr: int | None = None) -> Run:
+    """``webhook-service ARGS`` with the API's address and the key in its environment.
+
+    Asynchronous on purpose: the API answering it runs on this test's own event loop."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WEBHOOK_")}
+    env["WEBHOOK_API_URL"] = api.base
+    if key is not None:
+        env["WEBHOOK_API_KEY"] = key
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "webhook_service", *args, env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE if stderr is None else stderr,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), CLI_TIMEOUT)
+    assert process.returncode is not None
+    return Run(process.returncode, out.decode(), (err or b"").decode())
+
+
+async def failed_delivery(api: Api, receiver: Receiver, name: str) -> tuple[str, str, str]:
+    """An endpoint whose receiver answers 500 and an event whose delivery failed for good."""
+    receiver.behaviours[name] = lambda _name, _n: 500
+    endpoint = await create_endpoint(api, receiver, name, [f"cli.{name}"])
+    sent = await cli(api, "events", "send", f"cli.{name}", '{"n": 1}', "--json")
+    event_id = sent.json()["id"]
+
+    async def failed() -> bool:
+        return (await delivery_statuses(api, event_id)).get(endpoint["id"]) == "failed"
+
+    await wait_for(failed)
+    _, event, _ = await api.call("GET", f"/v1/events/{event_id}")
+    return endpoint["id"], event_id, event["deliveries"][0]["id"]
+
+
+def heal(receiver: Receiver, name: str) -> None:
+    receiver.behaviours[name] = lambda _name, _n: 200
+
+
+async def test_endpoints_from_creation_to_rotation(api: Api, receiver: Receiver) -> None:
+    created = (
+        await cli(api, "endpoints", "create", receiver.url("cli-ep"), "--type", "cli.a",
+                  "--type", "cli.b", "--description", "made by the CLI", "--json")
+    ).json()  # fmt: skip
+    api.created_endpoints.append(created["id"])
+    assert created["event_types"] == ["cli.a", "cli.b"] and created["secret"].startswith("whsec_")
+
+    listing = await cli(api, "endpoints", "list", "--limit", "250")
+    assert listing.code == 0, listing.err
+    header, *rows = listing.out.splitlines()
+    assert header.split() == ["ID", "URL", "STATE", "TYPES", "CREATED"]
+    (row,) = [r for r in rows if r.startswith(created["id"])]
+    # Aligned: every column starts where its title does.
+    for title in ("URL", "STATE", "TYPES", "CREATED"):
+        assert row[header.index(title) - 2 : header.index(title)] == "  ", (title, row)
+    assert row[header.index("STATE") :].startswith("enabled")
+
+    shown = await cli(api, "endpoints", "show", created["id"])
+    assert "description  made by the CLI" in shown.out and "cli.a, cli.b" in shown.out
+    assert (await cli(api, "endpoints", "disable", created["id"], "--json")).json()["disabled"]
+    disabled = await cli(api, "endpoints", "show", created["id"])
+    assert "disabled (manual)" in disabled.out
+    assert not (await cli(api, "endpoints", "enable", created["id"], "--json")).json()["disabled"]
+
+    rotated = (
+        await cli(api, "endpoints", "rotate-secret", created["id"], "--grace-period", "60",
+                  "--json")
+    ).json()  # fmt: skip
+    assert rotated["secret"] != created["secret"] and len(rotated["previous_keys"]) == 1
+    _, secret, _ = await api.call("GET", f"/v1/endpoints/{created['id']}/secret")
+    assert secret["secret"] == rotated["secret"]
+
+
+async def test_send_show_retry_and_replay_an_event(api: Api, receiver: Receiver) -> None:
+    endpoint_id, event_id, delivery_id = await failed_delivery(api, receiver, "cli_one")
+
+    shown = await cli(api, "events", "show", event_id)
+    assert shown.code == 0 and delivery_id in shown.out and '"n": 1' in shown.out
+    failed = (
+        await cli(api, "deliveries", "list", "--status", "failed", "--endpoint", endpoint_id,
+                  "--json")
+    ).json()  # fmt: skip
+    assert [d["id"] for d in failed["data"]] == [delivery_id]
+    attempts = await cli(api, "deliveries", "show", delivery_id)
+    assert attempts.out.count("answer 500") == 4 and "status        failed" in attempts.out
+
+    heal(receiver, "cli_one")
+    retried = (await cli(api, "deliveries", "retry", delivery_id, "--json")).json()
+    assert retried["status"] == "pending"
+
+    async def succeeded() -> bool:
+        return (await delivery_statuses(api, event_id))[endpoint_id] == "succeeded"
+
+    await wait_for(succeeded)
+    replayed = (await cli(api, "events", "replay", event_id, "--endpoint", endpoint_id)).out
+    assert replayed.splitlines()[0].split()[:2] == ["ID", "STATUS"]
+    assert "pending" in replayed or "succeeded" in replayed
+
+    history = await cli(api, "events", "list", "--type", "cli.cli_one", "--since", "1h")
+    assert event_id in history.out
+
+
+async def test_bulk_retry_follows_its_job_with_a_progress_bar(api: Api, receiver: Receiver) -> None:
+    endpoint_id, _, _ = await failed_delivery(api, receiver, "cli_bulk")
+    for n in range(2, 4):
+        await cli(api, "events", "send", "cli.cli_bulk", json.dumps({"n": n}))
+
+    async def three_failed() -> bool:
+        _, page, _ = await api.call(
+            "GET", f"/v1/deliveries?endpoint_id={endpoint_id}&status=failed"
+        )
+        return len(page["data"]) == 3
+
+    await wait_for(three_failed)
+    heal(receiver, "cli_bulk")
+    # A terminal on stderr: that is where the bar is drawn, and only there.
+    leader, follower = pty.openpty()
+    try:
+        run = await cli(api, "deliveries", "retry", "--status", "failed", "--endpoint",
+                        endpoint_id, stderr=follower)  # fmt: skip
+        terminal = os.read(leader, 65536).decode()
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert run.code == 0
+    assert "\r" in terminal and "re-sent 3 of 3 found" in terminal and "done" in terminal
+    assert "state    done" in run.out and "re-sent  3" in run.out
+
+    async def all_succeeded() -> bool:
+        _, page, _ = await api.call(
+            "GET", f"/v1/deliveries?endpoint_id={endpoint_id}&status=succeeded"
+        )
+        return len(page["data"]) == 3
+
+    await wait_for(all_succeeded)
+
+
+async def test_recover_and_stats(api: Api, receiver: Receiver) -> None:
+    endpoint_id, event_id, _ = await failed_delivery(api, receiver, "cli_rec")
+    heal(receiver, "cli_rec")
+    job = (await cli(api, "endpoints", "recover", endpoint_id, "--since", "1h", "--json")).json()
+    assert (job["kind"], job["state"], job["retried"]) == ("recover", "done", 1)
+
+    async def recovered() -> bool:
+        return (await delivery_statuses(api, event_id))[endpoint_id] == "succeeded"
+
+    await wait_for(recovered)
+    one = (await cli(api, "stats", endpoint_id, "--json")).json()
+    assert one["endpoint_id"] == endpoint_id and one["last_success_at"]
+    fleet = await cli(api, "stats")
+    header = fleet.out.splitlines()[0].split()
+    assert header[:3] == ["ENDPOINT", "URL", "HEALTH"]
+    (row,) = [line for line in fleet.out.splitlines() if line.startswith(endpoint_id)]
+    assert "healthy" in row or "degraded" in row
+
+
+async def test_errors_say_what_went_wrong_and_exit_non_zero(api: Api) -> None:
+    missing = await cli(api, "deliveries", "show", "dlv_nothing")
+    assert (missing.code, missing.out) == (1, "")
+    assert missing.err.startswith("error: 404")
+
+    invalid = await cli(api, "deliveries", "list", "--attempts-min", "-1")
+    assert invalid.code == 1 and "#/query/attempts_min" in invalid.err
+
+    unfiltered = await cli(api, "deliveries", "retry")
+    assert unfiltered.code == 2 and "--status failed" in unfiltered.err
+
+    no_key = await cli(api, "endpoints", "list", key=None)
+    assert no_key.code == 2 and "WEBHOOK_API_KEY" in no_key.err
+
+    reader = (await make_key(api, ["endpoints:read"]))["key"]
+    refused = await cli(api, "endpoints", "disable", "ep_x", key=reader)
+    assert refused.code == 1 and "403" in refused.err and "endpoints:write" in refused.err
+
+    wrong = await cli(api, "endpoints", "list", "--key", "wrong-key", "--url", api.base)
+    assert wrong.code == 1 and "401" in wrong.err and "wrong-key" not in wrong.err
+
+    nowhere = await cli(api, "endpoints", "list", "--url", "http://127.0.0.1:9")
+    assert nowhere.code == 1 and "cannot reach the API" in nowhere.err
