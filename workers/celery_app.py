@@ -15,6 +15,7 @@ from kombu import Queue
 from webhook_service.config import Settings
 from webhook_service.store.keys import QUEUE_FRESH, QUEUE_RETRY
 from webhook_service.store.redis_url import celery_broker
+from workers.broker import transport_for
 
 TASK_DELIVER = "whs.deliver"
 
@@ -32,6 +33,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         transport.update(sentinel_options)
     return {
         "broker_url": broker_url,
+        "broker_transport": transport_for(broker_url) if broker_url else None,
         "broker_transport_options": transport,
         "result_backend_transport_options": transport,
         "visibility_timeout": visibility,
