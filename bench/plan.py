@@ -45,7 +45,7 @@ FULL = Plan(
     floor_seconds=5.0,
     bisections=3,
     searches=3,
-    deliveries=8000,
+    deliveries=4000,
     latency_seconds=15.0,
     fanout_events=10,
 )

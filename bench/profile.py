@@ -1,10 +1,11 @@
 """Where the time goes: py-spy samples the API under ingest load and a worker delivering.
 
 ``python -m bench.run --profile`` runs only this: one ingest load at 1 000 ev/s with the
-API sampled, one delivery backlog with the worker (and its prefork children) sampled. The
-raw collapsed stacks land in ``bench/results/profile-*.txt`` (feed them to any flame graph
-tool); the summary gives, per process, the functions that hold the CPU themselves and the
-share of samples under each of our functions and under each package.
+API sampled, then two delivery backlogs (10 endpoints, then 1) with the worker and its
+prefork children sampled. The raw collapsed stacks land in ``bench/results/profile-*.txt``
+(feed them to any flame graph tool); the summary gives, per process, the functions that
+hold the CPU themselves and the share of samples under each of our functions and under
+each package.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +93,10 @@ def summarize(raw: Path) -> dict[str, Any]:
     }
 
 
+def _attach(spies: list[subprocess.Popen[bytes]], raw: Path, worker: Child) -> None:
+    spies.append(record(worker, 60, raw))
+
+
 async def run(rig: Rig, plan: Plan, out_dir: Path) -> dict[str, Any]:
     await asyncio.to_thread(out_dir.mkdir, parents=True, exist_ok=True)
     rig.reset()
@@ -104,22 +110,25 @@ async def run(rig: Rig, plan: Plan, out_dir: Path) -> dict[str, Any]:
     await open_loop(rig.api_port, request, 1000, seconds)
     await asyncio.to_thread(spy.wait)
 
-    worker_raw = out_dir / "profile-worker.txt"
-    spies: list[subprocess.Popen[bytes]] = []
-    result = await delivery.ours(
-        rig,
-        10,
-        max(plan.deliveries, 8000),
-        plan.default_workers,
-        watch=lambda worker: spies.append(record(worker, 30, worker_raw)),
-    )
-    for spy in spies:
-        # It stops by itself once the worker is gone; SIGINT makes it write what it has.
-        if spy.poll() is None:
+    out: dict[str, Any] = {"api": summarize(api_raw) if api_raw.exists() else None}
+    # Ten deliveries per wake-up, then one: the batch amortises what each Celery message costs.
+    for endpoints, deliveries in ((10, 8000), (1, 2000)):
+        raw = out_dir / f"profile-worker-{endpoints}.txt"
+        spies: list[subprocess.Popen[bytes]] = []
+        result = await delivery.ours(
+            rig,
+            endpoints,
+            deliveries,
+            plan.default_workers,
+            watch=partial(_attach, spies, raw),
+        )
+        for spy in spies:
+            # The worker stays up: SIGINT makes py-spy stop and write what it has.
             spy.send_signal(signal.SIGINT)
-        await asyncio.to_thread(spy.wait)
-    return {
-        "api": summarize(api_raw) if api_raw.exists() else None,
-        "worker": summarize(worker_raw) if worker_raw.exists() else None,
-        "delivery": result,
-    }
+            await asyncio.to_thread(spy.wait)
+        out[f"worker_{endpoints}"] = {
+            "delivery": result,
+            "profile": summarize(raw) if raw.exists() else None,
+        }
+    rig.retire("ours")
+    return out
