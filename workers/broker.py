@@ -2,11 +2,11 @@
 
 With late acks a worker holds unacked messages. When its broker connection drops, kombu
 closes the channel and tries to put those messages back (or to ack one whose task just
-ended) through the connection that is already gone; the AttributeError that follows escapes as Celery's "Unrecoverable error"
-and the worker exits (kombu 5.7; the same shape as celery/kombu#582). Skipping that restore
-loses nothing: the messages stay in kombu's unacked hash in Redis, which kombu restores
-after the visibility timeout, and our scheduler re-wakes their deliveries from the due set
-long before that.
+ended) through the connection that is already gone; the AttributeError that follows
+escapes as Celery's "Unrecoverable error" and the worker exits (kombu 5.7; the same shape
+as celery/kombu#582). Letting those two steps fail loses nothing: the messages stay in
+kombu's unacked hash in Redis, which kombu restores after the visibility timeout, and our
+scheduler re-wakes their deliveries from the due set long before that.
 """
 
 from __future__ import annotations
