@@ -98,13 +98,26 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
         return problem.response(_instance(request))
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
             redis.exceptions.BusyLoadingError, redis.exceptions.ReadOnlyError):  # fmt: skip
-        # The store is unreachable: nothing was stored, so the caller may safely retry.
-        return ProblemError(
-            503,
-            "The event store is unreachable; nothing was stored. Retry later.",
-            kind="store-unavailable",
-            headers={"Retry-After": REDIS_DOWN_RETRY_AFTER},
-        ).response(_instance(request))
+        return _store_unavailable(request)
+    except redis.exceptions.ResponseError as exc:
+        # A primary refusing writes for want of replicas (min-replicas-to-write), or a
+        # replica cut off from its primary during a failover: transient, like an outage.
+        if str(exc).startswith(_TRANSIENT_REFUSALS):
+            return _store_unavailable(request)
+        raise
+
+
+_TRANSIENT_REFUSALS = ("NOREPLICAS", "MASTERDOWN")
+
+
+def _store_unavailable(request: web.Request) -> web.Response:
+    # Nothing was stored, so the caller may safely retry.
+    return ProblemError(
+        503,
+        "The event store is unreachable; nothing was stored. Retry later.",
+        kind="store-unavailable",
+        headers={"Retry-After": REDIS_DOWN_RETRY_AFTER},
+    ).response(_instance(request))
 
 
 def _instance(request: web.Request) -> str:

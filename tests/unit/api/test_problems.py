@@ -222,6 +222,8 @@ async def test_middleware_lets_redirects_through() -> None:
         redis.exceptions.TimeoutError("slow"),
         redis.exceptions.BusyLoadingError("loading"),
         redis.exceptions.ReadOnlyError("replica"),
+        redis.exceptions.ResponseError("NOREPLICAS Not enough good replicas to write."),
+        redis.exceptions.ResponseError("MASTERDOWN Link with MASTER is down"),
     ],
 )
 async def test_middleware_turns_an_unreachable_store_into_503(exc: Exception) -> None:
