@@ -30,10 +30,14 @@ async def _check_destination(svc: Services, url: str) -> None:
         ) from None
 
 
-async def _load(svc: Services, request: web.Request) -> EndpointRecord:
+ENDPOINT_NOT_FOUND = "No endpoint has this id."
+
+
+async def load_endpoint(svc: Services, request: web.Request) -> EndpointRecord:
+    """The endpoint the route's ``{endpoint_id}`` names, or a 404 problem."""
     record = await svc.endpoints.get(request.match_info["endpoint_id"])
     if record is None:
-        raise ProblemError(404, "No endpoint has this id.")
+        raise ProblemError(404, ENDPOINT_NOT_FOUND)
     return record
 
 
@@ -102,13 +106,13 @@ async def list_endpoints(request: web.Request) -> web.Response:
 @routes.get("/v1/endpoints/{endpoint_id}")
 async def get_endpoint(request: web.Request) -> web.Response:
     svc = services(request)
-    return web.json_response(endpoint_json(await _load(svc, request)))
+    return web.json_response(endpoint_json(await load_endpoint(svc, request)))
 
 
 @routes.patch("/v1/endpoints/{endpoint_id}")
 async def patch_endpoint(request: web.Request) -> web.Response:
     svc = services(request)
-    record = await _load(svc, request)
+    record = await load_endpoint(svc, request)
     patch = await read_model(request, EndpointPatch, svc.settings.max_payload_bytes)
     given = patch.model_fields_set
     if "url" in given and patch.url is not None:
@@ -130,7 +134,7 @@ async def patch_endpoint(request: web.Request) -> web.Response:
     await svc.endpoints.save(record, creating=False)
     if "disabled" in given and patch.disabled is not None:
         await svc.endpoints.set_disabled(record.id, patch.disabled, now)
-    return web.json_response(endpoint_json(await _load(svc, request)))
+    return web.json_response(endpoint_json(await load_endpoint(svc, request)))
 
 
 @routes.post("/v1/endpoints/{endpoint_id}/enable")
@@ -146,22 +150,22 @@ async def disable_endpoint(request: web.Request) -> web.Response:
 async def _set_disabled(request: web.Request, *, disabled: bool) -> web.Response:
     svc = services(request)
     if not await svc.endpoints.set_disabled(request.match_info["endpoint_id"], disabled, now_ms()):
-        raise ProblemError(404, "No endpoint has this id.")
-    return web.json_response(endpoint_json(await _load(svc, request)))
+        raise ProblemError(404, ENDPOINT_NOT_FOUND)
+    return web.json_response(endpoint_json(await load_endpoint(svc, request)))
 
 
 @routes.delete("/v1/endpoints/{endpoint_id}")
 async def delete_endpoint(request: web.Request) -> web.Response:
     svc = services(request)
     if not await svc.endpoints.delete(request.match_info["endpoint_id"]):
-        raise ProblemError(404, "No endpoint has this id.")
+        raise ProblemError(404, ENDPOINT_NOT_FOUND)
     return web.Response(status=204)
 
 
 @routes.get("/v1/endpoints/{endpoint_id}/secret")
 async def get_secret(request: web.Request) -> web.Response:
     svc = services(request)
-    record = await _load(svc, request)
+    record = await load_endpoint(svc, request)
     current = next(s for s in record.secrets if s.expires_ms is None)
     return web.json_response(_shown(svc.box.open(current.sealed, record.id), record.public_key))
 
@@ -169,7 +173,7 @@ async def get_secret(request: web.Request) -> web.Response:
 @routes.post("/v1/endpoints/{endpoint_id}/rotate-secret")
 async def rotate_secret(request: web.Request) -> web.Response:
     svc = services(request)
-    record = await _load(svc, request)
+    record = await load_endpoint(svc, request)
     body = RotateIn()
     if request.can_read_body:
         body = await read_model(request, RotateIn, svc.settings.max_payload_bytes)
@@ -182,7 +186,7 @@ async def rotate_secret(request: web.Request) -> web.Response:
         body.grace_period_seconds * 1000,
     )
     if rotated is None:
-        raise ProblemError(404, "No endpoint has this id.")
+        raise ProblemError(404, ENDPOINT_NOT_FOUND)
     previous = [
         {"expires_at": iso(s.expires_ms)} for s in rotated.secrets if s.expires_ms is not None
     ]

@@ -18,6 +18,7 @@ from aiohttp import web
 from webhook_service.api.body import read_model
 from webhook_service.api.context import Services, Waker, services
 from webhook_service.api.deliveries import delivery_filter
+from webhook_service.api.endpoints import load_endpoint
 from webhook_service.api.models import RecoverIn, job_json
 from webhook_service.api.problems import ProblemError
 from webhook_service.store.history import DeliveryFilter
@@ -111,9 +112,7 @@ async def bulk_retry(request: web.Request) -> web.Response:
 @routes.post("/v1/endpoints/{endpoint_id}/recover")
 async def recover(request: web.Request) -> web.Response:
     svc = services(request)
-    endpoint_id = request.match_info["endpoint_id"]
-    if await svc.endpoints.get(endpoint_id) is None:
-        raise ProblemError(404, "No endpoint has this id.")
+    endpoint_id = (await load_endpoint(svc, request)).id
     body = await read_model(request, RecoverIn, svc.settings.max_payload_bytes)
     since = parse_iso(body.since)
     until = parse_iso(body.until) if body.until else now_ms()

@@ -7,7 +7,7 @@ from typing import Any
 from aiohttp import web
 
 from webhook_service.api.context import services
-from webhook_service.api.problems import ProblemError
+from webhook_service.api.endpoints import load_endpoint
 from webhook_service.store.stats import Window, endpoint_stats
 from webhook_service.timeutil import iso, now_ms
 
@@ -41,9 +41,7 @@ def _at(ms: int | None) -> str | None:
 @routes.get("/v1/endpoints/{endpoint_id}/stats")
 async def stats(request: web.Request) -> web.Response:
     svc = services(request)
-    endpoint_id = request.match_info["endpoint_id"]
-    if await svc.endpoints.get(endpoint_id) is None:
-        raise ProblemError(404, "No endpoint has this id.")
+    endpoint_id = (await load_endpoint(svc, request)).id
     found = await endpoint_stats(svc.redis, endpoint_id, now_ms())
     return web.json_response(
         {
