@@ -10,18 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import math
-import secrets
-import time
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-from kombu import Producer
-
 from bench.http_load import closed_loop
-from bench.naive.app import QUEUE as NAIVE_QUEUE
-from bench.naive.app import TASK as NAIVE_TASK
-from bench.naive.app import app as naive_app
+from bench.naive.publish import publish
 from bench.plan import Plan
 from bench.procs import Child
 from bench.rig import Rig, Workers
@@ -29,32 +22,6 @@ from bench.stats import spread
 
 # Connections the backlog is loaded through: well under the API's Redis pool.
 _LOAD_CONNECTIONS = 32
-
-
-def naive_body() -> str:
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
-    return orjson.dumps(
-        {"type": "bench.naive", "timestamp": stamp, "data": {"invoice": 42, "amount": 1999}}
-    ).decode()
-
-
-def publish_naive_event(rig: Rig, targets: dict[str, str], producer: Producer) -> str:
-    """The naive fan-out of one event: one task per endpoint, as a tutorial's loop would."""
-    msg_id, body = "msg_" + secrets.token_hex(12), naive_body()
-    for name, secret in targets.items():
-        naive_app.send_task(
-            NAIVE_TASK,
-            args=[rig.receiver.url(name), secret, msg_id, body],
-            queue=NAIVE_QUEUE,
-            producer=producer,
-        )
-    return msg_id
-
-
-def publish_naive(rig: Rig, targets: dict[str, str], events: int) -> None:
-    with naive_app.producer_or_acquire() as producer:
-        for _ in range(events):
-            publish_naive_event(rig, targets, producer)
 
 
 async def _drain(rig: Rig, pool: Workers, expected: int) -> dict[str, Any]:
@@ -103,9 +70,9 @@ async def naive(rig: Rig, endpoints: int, deliveries: int, workers: int) -> dict
     await rig.pause(pool)
     rig.reset()
     await rig.receiver.reset()
-    targets = await rig.naive_secrets([f"naive-{endpoints}-{n}" for n in range(endpoints)])
+    targets = await rig.naive_targets([f"naive-{endpoints}-{n}" for n in range(endpoints)])
     events = max(1, deliveries // endpoints)
-    await asyncio.to_thread(publish_naive, rig, targets, events)
+    await asyncio.to_thread(publish, targets, events)
     return await _drain(rig, pool, events * endpoints)
 
 

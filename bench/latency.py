@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 from collections.abc import Callable
 from typing import Any, cast
 
 import orjson
 
-from bench.delivery import publish_naive, publish_naive_event
 from bench.http_load import closed_loop, open_loop
-from bench.naive.app import app as naive_app
+from bench.naive.publish import publish, publish_paced
 from bench.plan import Plan
 from bench.rig import Rig
 from bench.stats import percentile, spread
@@ -119,27 +117,14 @@ async def ours(rig: Rig, plan: Plan) -> dict[str, Any]:
     return result
 
 
-def _publish_paced(
-    rig: Rig, targets: dict[str, str], rate: float, seconds: float
-) -> dict[str, float]:
-    """The naive producer at a fixed rate: each event's tasks, stamped once published."""
-    published: dict[str, float] = {}
-    start = time.perf_counter()
-    with naive_app.producer_or_acquire() as producer:
-        for n in range(int(rate * seconds)):
-            time.sleep(max(0.0, start + n / rate - time.perf_counter()))
-            published[publish_naive_event(rig, targets, producer)] = time.time()
-    return published
-
-
 async def naive(rig: Rig, plan: Plan) -> dict[str, Any]:
     rig.reset()
     await rig.receiver.reset()
-    targets = await rig.naive_secrets([f"naive-lat-{n}" for n in range(plan.fanout)])
+    targets = await rig.naive_targets([f"naive-lat-{n}" for n in range(plan.fanout)])
     pool = await rig.workers("naive", plan.default_workers)
-    await _warm(rig, plan.fanout, lambda: asyncio.to_thread(publish_naive, rig, targets, 1))
+    await _warm(rig, plan.fanout, lambda: asyncio.to_thread(publish, targets, 1))
     published = await asyncio.to_thread(
-        _publish_paced, rig, targets, plan.latency_rate, plan.latency_seconds
+        publish_paced, targets, plan.latency_rate, plan.latency_seconds
     )
     expected = len(published) * plan.fanout
     await rig.receiver.wait_for(expected)

@@ -213,7 +213,8 @@ def _cells(row: Row) -> list[str]:
         row.figure,
         _value(row.ours, row.unit),
         _value(row.baseline, row.unit) + (f" [{row.baseline_name}]" if row.baseline else ""),
-        "—" if ratio is None else f"{ratio:.2f}x",
+        # Two significant digits: 0.0012x and 14x both stay readable.
+        "—" if ratio is None else f"{ratio:.2g}x",
         f"{row.target} {met}".strip(),
     ]
 

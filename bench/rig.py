@@ -224,10 +224,11 @@ class Rig:
         await self.receiver.set_secrets(made)
         return made
 
-    async def naive_secrets(self, names: Iterable[str]) -> dict[str, str]:
+    async def naive_targets(self, names: Iterable[str]) -> list[tuple[str, str]]:
+        """A secret per name for the naive baseline, told to the receiver: (url, secret)s."""
         made = {name: generate_secret(24) for name in names}
         await self.receiver.set_secrets(made)
-        return made
+        return [(self.receiver.url(name), secret) for name, secret in made.items()]
 
     def event_request(self, event_type: str, port: int | None = None) -> RequestFactory:
         """POST /v1/events, to the API or to a floor server on ``port``."""

@@ -92,6 +92,12 @@ async def _run(plan: Plan, phases: Sequence[str], profiling: bool, keep: bool) -
     return result
 
 
+def _write_table(result: dict[str, Any], markdown: Path) -> None:
+    table = rows(result)
+    print(text_table(table))
+    markdown.write_text(markdown_table(table) + "\n")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plan", choices=sorted(PLANS), default="quick")
@@ -102,7 +108,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--profile", action="store_true", help="only sample the API and a worker with py-spy"
     )
     parser.add_argument("--keep", action="store_true", help="keep the processes' logs and data")
+    parser.add_argument(
+        "--table", type=Path, help="only print the table of an earlier run's JSON, and its .md"
+    )
     args = parser.parse_args(argv)
+    if args.table is not None:
+        _write_table(orjson.loads(args.table.read_bytes()), args.table.with_suffix(".md"))
+        return
     phases = [p.strip() for p in args.only.split(",") if p.strip()]
     unknown = set(phases) - set(PHASES)
     if unknown:
@@ -115,9 +127,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.profile:
         print(orjson.dumps(result["profile"], option=orjson.OPT_INDENT_2).decode())
     else:
-        table = rows(result)
-        print(text_table(table))
-        (RESULTS / f"{plan.name}.md").write_text(markdown_table(table) + "\n")
+        _write_table(result, RESULTS / f"{plan.name}.md")
     print(f"\n{result['seconds']} s; results in {RESULTS}/{stem}.json")
 
 

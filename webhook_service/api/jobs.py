@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
 
 import redis.exceptions
 from aiohttp import web
@@ -73,15 +72,20 @@ RUNNER = web.AppKey("job_runner", JobRunner)
 def setup(app: web.Application, svc: Services) -> None:
     runner = JobRunner(svc.jobs, svc.waker, int(svc.settings.wakeup_grace * 1000))
     app[RUNNER] = runner
+    running: list[asyncio.Task[None]] = []
 
-    async def lifecycle(_: web.Application) -> AsyncIterator[None]:
-        task = asyncio.create_task(runner.run())
-        yield
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    async def start(_: web.Application) -> None:
+        running.append(asyncio.create_task(runner.run()))
 
-    app.cleanup_ctx.append(lifecycle)
+    # On shutdown, not cleanup: the runner must stop before the Redis client it uses closes.
+    async def stop(_: web.Application) -> None:
+        for task in running:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    app.on_startup.append(start)
+    app.on_shutdown.append(stop)
 
 
 async def _start(
