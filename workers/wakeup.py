@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 from celery import Celery
 
@@ -13,6 +15,12 @@ from webhook_service.store.keys import QUEUE_FRESH, QUEUE_RETRY
 from workers.celery_app import TASK_DELIVER
 
 log = logging.getLogger(__name__)
+
+
+# A publish gives up after about a second: the deliveries are stored already and their due
+# entries wake them anyway, while a publisher blocked on a dead broker would hold up every
+# wake-up queued behind it (the broker connection itself retries forever, on purpose).
+_PUBLISH_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
 
 
 class CeleryWaker:
@@ -27,27 +35,61 @@ class CeleryWaker:
         for start in range(0, len(delivery_ids), self._batch):
             chunk = list(delivery_ids[start : start + self._batch])
             try:
-                self._app.send_task(TASK_DELIVER, args=[chunk], queue=queue)
+                self._app.send_task(
+                    TASK_DELIVER, args=[chunk], queue=queue, retry_policy=_PUBLISH_RETRY
+                )
             except Exception:
                 # Stored already; the due entry will wake these deliveries after the grace.
                 log.warning("wake-up not published; the scheduler will repair it", exc_info=True)
 
 
+_CLOSE_FLUSH_SECONDS = 5.0
+
+
 class AsyncCeleryWaker:
-    """For the API's event loop: kombu's publish blocks, so it runs on one side thread."""
+    """For the API's event loop. A 202 never waits for kombu: ``wake`` queues the ids, and one
+    background task publishes what has gathered, batched, from one side thread (kombu's
+    publish blocks). Ids still queued when the process dies are not lost: their due entries
+    bring them to a worker after the grace."""
 
     def __init__(self, waker: CeleryWaker) -> None:
         self._waker = waker
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wakeup")
+        self._queued: dict[bool, list[str]] = {False: [], True: []}
+        self._more = asyncio.Event()
+        self._publisher: asyncio.Task[None] | None = None
 
     async def wake(self, delivery_ids: Sequence[str], *, retry: bool) -> None:
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(
-            self._thread, lambda: self._waker.wake_sync(delivery_ids, retry=retry)
-        )
+        self._queued[retry].extend(delivery_ids)
+        self._more.set()
+        if self._publisher is None:
+            self._publisher = asyncio.create_task(self._publish_forever())
 
-    def close(self) -> None:
-        self._thread.shutdown(wait=True)
+    async def _publish_forever(self) -> None:
+        while True:
+            await self._more.wait()
+            self._more.clear()
+            await self._publish_queued()
+
+    async def _publish_queued(self) -> None:
+        loop = asyncio.get_running_loop()
+        for retry, ids in self._queued.items():
+            if ids:
+                self._queued[retry] = []
+                await loop.run_in_executor(
+                    self._thread, partial(self._waker.wake_sync, ids, retry=retry)
+                )
+
+    async def aclose(self) -> None:
+        if self._publisher is not None:
+            self._publisher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._publisher
+        # One last flush, bounded: what it does not publish, the scheduler wakes later.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_CLOSE_FLUSH_SECONDS):
+                await self._publish_queued()
+        self._thread.shutdown(wait=False, cancel_futures=True)
 
 
 class NoWakeups:
@@ -57,5 +99,5 @@ class NoWakeups:
     async def wake(self, delivery_ids: Sequence[str], *, retry: bool) -> None:
         return None
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         return None

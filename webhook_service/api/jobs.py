@@ -39,25 +39,33 @@ class JobRunner:
         self._waker = waker
         self._grace_ms = grace_ms
         self._kick = asyncio.Event()
+        self._stopping = False
 
     def kick(self) -> None:
         self._kick.set()
 
+    def stop(self) -> None:
+        """Finish the page at hand, then return. A flag, not Task.cancel(): redis-py can
+        swallow a cancellation mid-command, and Python 3.11 ignores any cancel after that."""
+        self._stopping = True
+        self._kick.set()
+
     async def run(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 await self._pass()
             except redis.exceptions.RedisError:
                 log.warning("redis unreachable; jobs resume when it is back", exc_info=True)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), _POLL_SECONDS)
+                async with asyncio.timeout(_POLL_SECONDS):
+                    await self._kick.wait()
             self._kick.clear()
 
     async def _pass(self) -> None:
         for job_id in await self._jobs.running():
             token = await self._jobs.claim(job_id, _LEASE_MS)
             job = await self._jobs.get(job_id) if token else None
-            while token and job is not None and job.state == "running":
+            while token and job is not None and job.state == "running" and not self._stopping:
                 stepped = await self._jobs.step(job, token, now_ms(), self._grace_ms, _LEASE_MS)
                 if stepped is None:
                     break
@@ -79,10 +87,8 @@ def setup(app: web.Application, svc: Services) -> None:
 
     # On shutdown, not cleanup: the runner must stop before the Redis client it uses closes.
     async def stop(_: web.Application) -> None:
-        for task in running:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        runner.stop()
+        await asyncio.gather(*running)
 
     app.on_startup.append(start)
     app.on_shutdown.append(stop)

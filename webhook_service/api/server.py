@@ -69,7 +69,7 @@ async def build_app(settings: Settings) -> web.Application:
 
     async def lifecycle(_: web.Application) -> AsyncIterator[None]:
         yield
-        waker.close()
+        await waker.aclose()
         await client.aclose()
 
     app.cleanup_ctx.append(lifecycle)

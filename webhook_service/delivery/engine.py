@@ -69,14 +69,14 @@ class DeliveryEngine:
 
     async def run(self, delivery_ids: Sequence[str]) -> list[Result]:
         """Lease, send and record the whole batch before returning."""
-        skipped, tasks = await self._lease_and_send(delivery_ids)
+        skipped, tasks = await self._lease_and_send(delivery_ids, chain=False)
         return skipped + list(await asyncio.gather(*tasks))
 
     async def start(self, delivery_ids: Sequence[str]) -> list[Result]:
         """Lease the batch and return; the sends finish in the background."""
         while len(self._sending) >= self._max_in_flight:
             await asyncio.wait(self._sending, return_when=asyncio.FIRST_COMPLETED)
-        skipped, _ = await self._lease_and_send(delivery_ids)
+        skipped, _ = await self._lease_and_send(delivery_ids, chain=True)
         return skipped
 
     async def drain(self, grace: float) -> int:
@@ -88,14 +88,16 @@ class DeliveryEngine:
         return len(pending)
 
     async def _lease_and_send(
-        self, delivery_ids: Sequence[str]
+        self, delivery_ids: Sequence[str], *, chain: bool
     ) -> tuple[list[Result], list[asyncio.Task[Result]]]:
+        """``chain``: when a send frees an endpoint slot that a parked delivery waits for,
+        lease and send that one at once, rather than leaving it to the scheduler."""
         token = secrets.token_hex(8)
         leased = await self._store.lease(
             delivery_ids, token, self._clock(), self._lease_ms, self._endpoint_concurrency
         )
         skipped = [Result(i, why) for i, why in leased.skipped.items()]
-        tasks = [asyncio.create_task(self._deliver(job, token)) for job in leased.jobs]
+        tasks = [asyncio.create_task(self._deliver(job, token, chain)) for job in leased.jobs]
         for task in tasks:
             self._sending.add(task)
             task.add_done_callback(self._sent)
@@ -120,7 +122,7 @@ class DeliveryEngine:
             self._signers.popitem(last=False)
         return signer
 
-    async def _deliver(self, job: Job, token: str) -> Result:
+    async def _deliver(self, job: Job, token: str, chain: bool) -> Result:
         started = self._clock()
         body = job.body.encode()
         # The endpoint's own headers first: ours, which the API forbids it to set, win.
@@ -128,11 +130,14 @@ class DeliveryEngine:
         headers.update(self._signer(job, started).headers(job.event_id, started // 1000, body))
         headers["Content-Type"] = "application/json"
         response = await self._transport.send(OutboundRequest(job.url, headers, body))
-        return await self._record(job, token, started, response)
+        result, next_id = await self._record(job, token, started, response)
+        if chain and next_id is not None:
+            await self._lease_and_send([next_id], chain=True)
+        return result
 
     async def _record(
         self, job: Job, token: str, started: int, response: OutboundResponse
-    ) -> Result:
+    ) -> tuple[Result, str | None]:
         outcome: Outcome = "fail"
         if response.status is not None and 200 <= response.status < 300:
             outcome = "ok"
@@ -156,7 +161,7 @@ class DeliveryEngine:
             error=response.error,
             response_body=response.body.decode("utf-8", "replace"),
         )
-        status, _ = await self._store.record(
+        recorded = await self._store.record(
             delivery_id=job.delivery_id,
             token=token,
             now_ms=self._clock(),
@@ -174,7 +179,7 @@ class DeliveryEngine:
                 "attempt": job.attempt,
                 "code": response.status,
                 "error": response.error,
-                "status": status,
+                "status": recorded.status,
             },
         )
-        return Result(job.delivery_id, status, job.attempt)
+        return Result(job.delivery_id, recorded.status, job.attempt), recorded.next_id

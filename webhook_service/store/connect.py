@@ -30,11 +30,20 @@ def _options() -> dict[str, Any]:
     }
 
 
+_POOL_SIZE = 100
+_POOL_WAIT = 5.0  # seconds; then the request fails as if Redis were down (503)
+
+
 def async_client(url: str) -> redis.asyncio.Redis:
     retry = redis.asyncio.retry.Retry(ExponentialBackoff(cap=0.5, base=0.05), 2)
     sentinel = parse_sentinel(url)
     if sentinel is None:
-        return redis.asyncio.Redis.from_url(url, retry=retry, **_options())
+        # Blocking: under a burst, a request waits its turn for a connection rather than
+        # failing at once when all of them are busy (redis-py's default pool raises).
+        pool = redis.asyncio.BlockingConnectionPool.from_url(
+            url, retry=retry, max_connections=_POOL_SIZE, timeout=_POOL_WAIT, **_options()
+        )
+        return redis.asyncio.Redis.from_pool(pool)
     # The sentinels get the same socket timeouts (redis-py passes the socket_* options on),
     # and every new connection asks them where the primary is now: after a failover, the
     # next retry lands on the promoted replica. (redis-py leaves Sentinel untyped.)

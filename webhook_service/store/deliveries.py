@@ -43,6 +43,15 @@ class HealthPolicy:
 
 
 @dataclass(frozen=True)
+class Recorded:
+    status: str  # the delivery's status now, or 'stale' if the lease was no longer ours
+    attempts: int
+    # A delivery to the same endpoint that was waiting for the slot this attempt freed:
+    # the recorder should send it next.
+    next_id: str | None
+
+
+@dataclass(frozen=True)
 class LeaseResult:
     jobs: list[Job]
     skipped: dict[str, str]  # delivery id -> why it was not leased
@@ -142,8 +151,8 @@ class DeliveryStore:
         outcome: Outcome,
         delay_ms: int | None,
         health: HealthPolicy,
-    ) -> tuple[str, int]:
-        """Returns the delivery's new status and attempt count, or ('stale', 0)."""
+    ) -> Recorded:
+        """The delivery's new status (or 'stale': the lease was lost) and what comes next."""
         # Operational events this attempt may cause need ids and a timestamp; Lua makes neither.
         ops_ids = [new_id("msg", now_ms) for _ in range(3)]
         reply = await self._scripts.run(
@@ -156,7 +165,9 @@ class DeliveryStore:
                 health.disable_after_ms, iso(now_ms), health.ops_budget, *ops_ids,
             ],
         )  # fmt: skip
-        return reply[0], int(reply[1]) if len(reply) > 1 else 0
+        if reply[0] == "stale":
+            return Recorded("stale", 0, None)
+        return Recorded(reply[0], int(reply[1]), reply[2] or None)
 
     async def retry(self, delivery_ids: Sequence[str], now_ms: int, grace_ms: int) -> list[str]:
         """Per id: 'ok', 'pending' (already on its way) or 'missing'."""

@@ -28,7 +28,7 @@ from webhook_service.delivery.transport import (
     OutboundResponse,
 )
 from webhook_service.ids import delivery_id, new_id
-from webhook_service.store.deliveries import Attempt, HealthPolicy, Job, LeaseResult
+from webhook_service.store.deliveries import Attempt, HealthPolicy, Job, LeaseResult, Recorded
 from webhook_service.store.endpoints import SealedSecret, encode_secrets
 
 NOW_MS = time.time_ns() // 1_000_000
@@ -48,6 +48,7 @@ class FakeStore:
     skipped: dict[str, str] = field(default_factory=dict)
     leases: list[tuple[list[str], str, int, int, int]] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
+    parked: list[str] = field(default_factory=list)  # handed back, one per record, as next
 
     async def lease(
         self, ids: Sequence[str], token: str, now_ms: int, lease_ms: int, max_in_flight: int
@@ -55,14 +56,16 @@ class FakeStore:
         self.leases.append((list(ids), token, now_ms, lease_ms, max_in_flight))
         return LeaseResult(list(self.jobs), dict(self.skipped))
 
-    async def record(self, **kwargs: Any) -> tuple[str, int]:
+    async def record(self, **kwargs: Any) -> Recorded:
         self.records.append(kwargs)
         number = kwargs["attempt"].number
+        next_id = self.parked.pop(0) if self.parked else None
         if kwargs["outcome"] == "ok":
-            return "succeeded", number
+            return Recorded("succeeded", number, next_id)
         if kwargs["outcome"] == "gone":
-            return "disabled", number
-        return ("pending" if kwargs["delay_ms"] is not None else "failed"), number
+            return Recorded("disabled", number, next_id)
+        status = "pending" if kwargs["delay_ms"] is not None else "failed"
+        return Recorded(status, number, next_id)
 
 
 @pytest.fixture
@@ -491,3 +494,18 @@ async def test_start_waits_for_room_below_the_process_cap(box: SecretBox) -> Non
     await asyncio.wait_for(second, 5)
     assert len(store.leases) == 2
     await engine.drain(5)
+
+
+async def test_a_freed_slot_is_passed_on_to_the_parked_delivery_at_once(box: SecretBox) -> None:
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)))], parked=["dlv_parked"])
+    engine = make_engine(store, box, Receiver())
+    await engine.start([DELIVERY_ID])
+    await engine.drain(5)
+    # The record handed back the parked delivery: this worker leased it next, itself.
+    assert [lease[0] for lease in store.leases] == [[DELIVERY_ID], ["dlv_parked"]]
+
+
+async def test_run_leaves_parked_deliveries_to_the_scheduler(box: SecretBox) -> None:
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)))], parked=["dlv_parked"])
+    await make_engine(store, box, Receiver()).run([DELIVERY_ID])
+    assert [lease[0] for lease in store.leases] == [[DELIVERY_ID]]

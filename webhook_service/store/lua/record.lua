@@ -17,8 +17,11 @@ local attempts = tonumber(d[3]) + 1
 redis.call('RPUSH', key .. K.attempts_suffix, ARGV[4])
 
 redis.call('ZREM', K.inflight .. ep, id)
+-- The freed slot goes to the longest-parked delivery: the caller sends it next. Its due
+-- entry, two seconds on, is the scheduler's cue should the caller die first.
 local parked = redis.call('ZPOPMIN', K.parked .. ep)
-if parked[1] then redis.call('ZADD', K.due, now, parked[1]) end
+local next_id = parked[1] or ''
+if parked[1] then redis.call('ZADD', K.due, now + 2000, parked[1]) end
 
 local ctx = {now = now, iso = ARGV[10], budget = tonumber(ARGV[11]),
   ids = {ARGV[12], ARGV[13], ARGV[14]}}
@@ -76,4 +79,4 @@ redis.call('HSET', key, 'status', status, 'attempts', attempts, 'updated', now,
 redis.call('HDEL', key, 'lease', 'lease_until')
 note_attempt(id, ep, attempts, status, code, err, ARGV[4], now)
 move_status(id, 'pending', status)
-return {status, attempts}
+return {status, attempts, next_id}
