@@ -32,7 +32,15 @@ def all_but(scope: Scope) -> list[str]:
 
 
 # Bookkeeping that changes on its own or counts requests (refusals too): not stored data.
-BOOKKEEPING = (keys.SCHEDULER_LOCK, keys.SCHEDULER_TICK, keys.METRICS)
+# Written by the running processes on their own clock (locks, liveness, counters), not by
+# the requests a test makes.
+BOOKKEEPING = (
+    keys.SCHEDULER_LOCK,
+    keys.SCHEDULER_TICK,
+    keys.METRICS,
+    keys.HEARTBEATS,
+    keys.TICK_LOCK,
+)
 
 
 async def redis_contents(client: Redis, *, skip: Sequence[str] = BOOKKEEPING) -> dict[str, Any]:
