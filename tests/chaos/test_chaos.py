@@ -78,14 +78,17 @@ def _flaky(rng: random.Random) -> int | None:
 async def _post(
     session: aiohttp.ClientSession, url: str, body: dict[str, Any], idempotency_key: str = ""
 ) -> dict[str, Any]:
-    """Like a careful producer: the same idempotency key until the service says yes."""
+    """Like a careful producer (and webhook_service.client): the same idempotency key until
+    the service says yes."""
     headers = AUTH | ({"Idempotency-Key": idempotency_key} if idempotency_key else {})
     while True:
         try:
             async with session.post(url, json=body, headers=headers) as answer:
                 if answer.status in (201, 202):
                     return await answer.json()  # type: ignore[no-any-return]
-                assert answer.status == 503, await answer.text()
+                # 503: the store is down; 409: our own earlier try of this key is still
+                # in flight (strict mode, cut short by the crash). Both say: retry.
+                assert answer.status in (409, 503), await answer.text()
         except aiohttp.ClientError:
             pass  # a dropped connection is retried like a 503
         await asyncio.sleep(0.2)
