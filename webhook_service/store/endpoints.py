@@ -13,6 +13,7 @@ from redis.exceptions import WatchError
 
 from webhook_service.crypto import SecretBox
 from webhook_service.store import keys
+from webhook_service.store.paging import newest_first
 from webhook_service.store.scripts import Scripts
 
 
@@ -175,16 +176,7 @@ class EndpointStore:
 
     async def page(self, limit: int, cursor: str | None) -> tuple[list[EndpointRecord], str | None]:
         """Newest first; the cursor is the last id of the previous page."""
-        upper = f"({cursor}" if cursor else "+"
-        ids = cast(
-            list[str],
-            await self._redis.zrevrangebylex(keys.ENDPOINTS, upper, "-", start=0, num=limit + 1),
+        found, next_cursor = await newest_first(
+            self._redis, keys.ENDPOINTS, keys.endpoint(""), limit, cursor
         )
-        more = len(ids) > limit
-        ids = ids[:limit]
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for endpoint_id in ids:
-                pipe.hgetall(keys.endpoint(endpoint_id))
-            rows = await pipe.execute()
-        records = [_from_hash(i, raw) for i, raw in zip(ids, rows, strict=True) if raw]
-        return records, (ids[-1] if more and ids else None)
+        return [_from_hash(endpoint_id, raw) for endpoint_id, raw in found], next_cursor
