@@ -19,6 +19,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from redis.exceptions import RedisError
+
 from signer import Signer
 from webhook_service.crypto import SecretBox
 from webhook_service.delivery.backoff import RetryPolicy, parse_retry_after
@@ -132,7 +134,11 @@ class DeliveryEngine:
         response = await self._transport.send(OutboundRequest(job.url, headers, body))
         result, next_id = await self._record(job, token, started, response)
         if chain and next_id is not None:
-            await self._lease_and_send([next_id], chain=True)
+            try:
+                await self._lease_and_send([next_id], chain=True)
+            except RedisError:
+                # Its due entry, two seconds on, brings it to the scheduler instead.
+                log.warning("parked delivery not taken over", extra={"delivery_id": next_id})
         return result
 
     async def _record(

@@ -12,6 +12,7 @@ from unittest import mock
 
 import pytest
 from aioresponses import aioresponses
+from redis.exceptions import RedisError
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from yarl import URL
 
@@ -509,3 +510,22 @@ async def test_run_leaves_parked_deliveries_to_the_scheduler(box: SecretBox) -> 
     store = FakeStore([make_job(seal(box, (generate_secret(), None)))], parked=["dlv_parked"])
     await make_engine(store, box, Receiver()).run([DELIVERY_ID])
     assert [lease[0] for lease in store.leases] == [[DELIVERY_ID]]
+
+
+async def test_a_failed_takeover_leaves_the_parked_delivery_to_the_scheduler(
+    box: SecretBox, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)))], parked=["dlv_parked"])
+    first_lease = store.lease
+
+    async def lease_once(*args: Any) -> LeaseResult:
+        if store.leases:
+            raise RedisError("gone")
+        return await first_lease(*args)
+
+    store.lease = lease_once  # type: ignore[method-assign]
+    engine = make_engine(store, box, Receiver())
+    await engine.start([DELIVERY_ID])
+    assert await engine.drain(5) == 0
+    assert [r["outcome"] for r in store.records] == ["ok"]  # the attempt itself was recorded
+    assert "parked delivery not taken over" in caplog.text
