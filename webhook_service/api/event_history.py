@@ -2,39 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict
 
 from webhook_service.api.body import read_model
 from webhook_service.api.context import services
 from webhook_service.api.deliveries import query_time
-from webhook_service.api.models import delivery_json
+from webhook_service.api.models import ReplayIn, delivery_json, event_summary_json
 from webhook_service.api.pagination import page_params
 from webhook_service.api.problems import ProblemError
-from webhook_service.store.history import EventFilter, EventSummary, list_events
-from webhook_service.timeutil import iso, now_ms
+from webhook_service.store.history import EventFilter, list_events
+from webhook_service.timeutil import now_ms
 
 routes = web.RouteTableDef()
-
-
-class ReplayIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    # None: every endpoint subscribed to the event's type now.
-    endpoint_id: str | None = None
-
-
-def event_summary_json(event: EventSummary) -> dict[str, Any]:
-    return {
-        "id": event.id,
-        "type": event.type,
-        "timestamp": iso(event.created_ms),
-        "key_id": event.key_id,
-        "deliveries": event.deliveries,
-        "payload_deleted": event.payload_deleted,
-    }
 
 
 @routes.get("/v1/events")

@@ -10,6 +10,7 @@ from webhook_service.api.scopes import Scope
 from webhook_service.store.apikeys import ApiKeyRecord
 from webhook_service.store.deliveries import Attempt, DeliveryRecord
 from webhook_service.store.endpoints import EndpointRecord
+from webhook_service.store.history import EventSummary
 from webhook_service.store.jobs import JobRecord
 from webhook_service.timeutil import iso, parse_iso
 
@@ -131,6 +132,22 @@ def job_json(job: JobRecord) -> dict[str, Any]:
         "retried": job.retried,
         "created_at": iso(job.created_ms),
         "updated_at": iso(job.updated_ms),
+    }
+
+
+class ReplayIn(_Strict):
+    # None: every endpoint subscribed to the event's type now.
+    endpoint_id: str | None = None
+
+
+def event_summary_json(event: EventSummary) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "type": event.type,
+        "timestamp": iso(event.created_ms),
+        "key_id": event.key_id,
+        "deliveries": event.deliveries,
+        "payload_deleted": event.payload_deleted,
     }
 
 
