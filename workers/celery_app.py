@@ -1,8 +1,10 @@
 """The Celery application: Redis as broker, every delivery-relevant setting owned here.
 
-Celery messages are only wake-ups carrying delivery ids; Redis holds the truth. So the
-settings below aim at "never lose a wake-up silently, never hold one so long it is sent
-twice", and the scheduler repairs whatever slips through anyway.
+Celery messages are only wake-ups carrying delivery ids; Redis holds the truth, and every
+pending delivery has a due entry that re-wakes it if its message is lost. So a message is
+cheap to lose and is not worth keeping safe: kombu's ack emulation (an unacked hash in
+Redis, two extra round trips per message, a redelivery after the visibility timeout) is
+off. That also removes the double-send hazard of a visibility timeout shorter than a task.
 """
 
 from __future__ import annotations
@@ -15,17 +17,17 @@ from kombu import Queue
 from webhook_service.config import Settings
 from webhook_service.store.keys import QUEUE_FRESH, QUEUE_RETRY
 from webhook_service.store.redis_url import celery_broker
-from workers.broker import transport_for
 
 TASK_DELIVER = "whs.deliver"
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
-    # A task holds a batch for at most one lease; kombu must not hand the same message to
-    # another worker before that (the double-send bug of a too-short ack deadline).
+    # A task only leases its batch; one that takes longer than a lease is stuck.
     time_limit = int(settings.lease_seconds) + 30
-    visibility = max(3600, time_limit * 4)
-    transport: dict[str, Any] = {"visibility_timeout": visibility}
+    # Without ack emulation, a message a worker took and did not finish is gone with the
+    # worker if it dies, and back on the queue if it shuts down warm (or loses a child,
+    # task_reject_on_worker_lost); the due entry covers the first case.
+    transport: dict[str, Any] = {"ack_emulation": False}
     broker_url = None
     if settings.redis_url is not None:
         # sentinel:// becomes kombu's own Sentinel spelling, with the primary's name.
@@ -33,10 +35,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         transport.update(sentinel_options)
     return {
         "broker_url": broker_url,
-        "broker_transport": transport_for(broker_url) if broker_url else None,
         "broker_transport_options": transport,
-        "result_backend_transport_options": transport,
-        "visibility_timeout": visibility,
         "broker_connection_retry_on_startup": True,
         "broker_connection_max_retries": None,
         "task_acks_late": True,
@@ -54,7 +53,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # Task events (received, started, succeeded...) and worker heartbeats: what Flower
         # shows. Not the "sent" event: it costs the API a PUBLISH per wake-up (a quarter of
         # its CPU in the benchmark profile) and tells Flower only that a task was queued.
-        "worker_send_task_events": True,
+        "worker_send_task_events": False,
         "task_send_sent_event": False,
         "imports": ("workers.tasks", "workers.signals"),
     }

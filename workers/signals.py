@@ -1,8 +1,8 @@
 """Celery signal hooks: our log format in every worker, and the heartbeat /readyz reads.
 
 The heartbeat rides on Celery's own (``heartbeat_sent``, every 2 s from the worker's
-consumer loop, since task events are on): a fresh beat in Redis means a worker is up and
-its consumer is turning, not merely that a process exists.
+consumer loop; worker heartbeats go out even with task events off): a fresh beat in Redis
+means a worker is up and its consumer is turning, not merely that a process exists.
 """
 
 from __future__ import annotations

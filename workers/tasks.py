@@ -14,11 +14,11 @@ log = logging.getLogger(__name__)
 
 
 @app.task(name=TASK_DELIVER)
-def deliver(delivery_ids: list[str]) -> None:
-    # Returns once the batch is leased: from then on the lease, not this message, keeps the
-    # deliveries safe, so acking now loses nothing.
+def deliver(delivery_ids: str) -> None:
+    # Returns once the batch (a comma list of ids) is leased: from then on the lease, not
+    # this message, keeps the deliveries safe, so acking now loses nothing.
     rt = runtime.current()
-    skipped = rt.call(rt.engine.start(delivery_ids))
+    skipped = rt.call(rt.engine.start(delivery_ids.split(",")))
     if skipped:
         log.debug("not sent now: %s", {r.delivery_id: r.status for r in skipped})
 

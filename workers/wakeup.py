@@ -1,16 +1,25 @@
-"""Publishing wake-ups: Celery messages that carry delivery ids, in batches."""
+"""Publishing wake-ups: Celery messages that carry delivery ids, in batches.
+
+A wake-up's one argument is the comma list of its delivery ids. Most are never published
+from Python: the ingest script pushes a new event's wake-ups itself, in the same atomic step
+that stores the event (``inline_template``). The others (retries, replays, strict mode, the
+scheduler) go through kombu.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
+import orjson
 from celery import Celery
 
+from webhook_service.store.events import InlineWakeup
 from webhook_service.store.keys import QUEUE_FRESH, QUEUE_RETRY
 from workers.celery_app import TASK_DELIVER
 
@@ -23,17 +32,58 @@ log = logging.getLogger(__name__)
 _PUBLISH_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
 
 
+def inline_template(queue: str) -> str:
+    """The message kombu's Redis transport would push for ``send_task`` (Celery protocol 2),
+    with ``#TASK#`` standing for the task id and ``#IDS#`` for the comma list of ids, which
+    the ingest script fills in (ids are ``[0-9A-Za-z_]``, so they need no escaping inside
+    the JSON). The body stays plain JSON where kombu would base64 it: kombu decodes a body
+    only when ``body_encoding`` names an encoding, and Lua has no base64."""
+    task, ids = "#TASK#", "#IDS#"
+    embed = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
+    envelope = {
+        "body": orjson.dumps([[ids], {}, embed]).decode(),
+        "content-encoding": "utf-8",
+        "content-type": "application/json",
+        "headers": {
+            "lang": "py",
+            "task": TASK_DELIVER,
+            "id": task,
+            "root_id": task,
+            "parent_id": None,
+            "group": None,
+            "shadow": None,
+            "eta": None,
+            "expires": None,
+            "retries": 0,
+            "timelimit": [None, None],
+            "argsrepr": f"('{ids}',)",
+            "kwargsrepr": "{}",
+            "origin": f"ingest@{socket.gethostname()}",
+            "ignore_result": True,
+        },
+        "properties": {
+            "correlation_id": task,
+            "delivery_mode": 2,
+            "delivery_info": {"exchange": "", "routing_key": queue},
+            "priority": 0,
+            "delivery_tag": task,
+        },
+    }
+    return orjson.dumps(envelope).decode()
+
+
 class CeleryWaker:
     """Synchronous publisher; a lost wake-up only delays a delivery (the scheduler repairs)."""
 
     def __init__(self, app: Celery, batch_size: int) -> None:
         self._app = app
         self._batch = batch_size
+        self.inline = InlineWakeup(QUEUE_FRESH, inline_template(QUEUE_FRESH), batch_size)
 
     def wake_sync(self, delivery_ids: Sequence[str], *, retry: bool) -> None:
         queue = QUEUE_RETRY if retry else QUEUE_FRESH
         for start in range(0, len(delivery_ids), self._batch):
-            chunk = list(delivery_ids[start : start + self._batch])
+            chunk = ",".join(delivery_ids[start : start + self._batch])
             try:
                 self._app.send_task(
                     TASK_DELIVER, args=[chunk], queue=queue, retry_policy=_PUBLISH_RETRY
@@ -54,6 +104,7 @@ class AsyncCeleryWaker:
 
     def __init__(self, waker: CeleryWaker) -> None:
         self._waker = waker
+        self.inline: InlineWakeup | None = waker.inline
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wakeup")
         self._queued: dict[bool, list[str]] = {False: [], True: []}
         self._more = asyncio.Event()
@@ -95,6 +146,8 @@ class AsyncCeleryWaker:
 class NoWakeups:
     """Tick mode (WEBHOOK_WAKE_WORKERS=false): no worker would ever consume a wake-up, so
     none is published; each delivery's due entry brings it to the next tick instead."""
+
+    inline: InlineWakeup | None = None
 
     async def wake(self, delivery_ids: Sequence[str], *, retry: bool) -> None:
         return None

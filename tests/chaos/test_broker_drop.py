@@ -1,7 +1,8 @@
 """Valkey killed while workers hold unacked wake-ups: the workers live on and deliver.
 
-kombu 5.7 kills a worker that loses its broker with messages unacked (see workers/broker.py);
-this drives exactly that: a stream of wake-ups in flight while Valkey dies, three times.
+kombu 5.7's ack emulation killed a worker that lost its broker with messages unacked (the
+AttributeError of celery/kombu#582's shape); ack emulation is off now (workers/celery_app.py),
+and this drives exactly that case: a stream of wake-ups in flight while Valkey dies.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def _flood(stack: Stack, stop: threading.Event) -> None:
     app = make_app(Settings(redis_url=stack.valkey.url))
     while not stop.is_set():
         try:
-            app.send_task(TASK_DELIVER, args=[["dlv_none"]], queue=QUEUE_FRESH)
+            app.send_task(TASK_DELIVER, args=["dlv_none"], queue=QUEUE_FRESH)
         except Exception:
             time.sleep(0.05)
 

@@ -134,7 +134,7 @@ async def test_a_repeated_wake_up_never_sends_a_succeeded_delivery_again(
     # The same Celery message again, on both queues, as a broker redelivery would do.
     app = make_app(settings_for(stack))
     for queue in (QUEUE_FRESH, QUEUE_RETRY):
-        app.send_task(TASK_DELIVER, args=[[delivery_id]], queue=queue)
+        app.send_task(TASK_DELIVER, args=[delivery_id], queue=queue)
     marker = await send_event(api, "once.test", {"n": 2})  # queued behind the repeats
 
     async def marker_arrived() -> bool:

@@ -15,13 +15,16 @@ from webhook_service.delivery.ssrf import Guard
 from webhook_service.store.apikeys import ApiKeyStore
 from webhook_service.store.deliveries import DeliveryStore
 from webhook_service.store.endpoints import EndpointStore
-from webhook_service.store.events import EventStore
+from webhook_service.store.events import EventStore, InlineWakeup
 from webhook_service.store.jobs import JobStore
 from webhook_service.store.ratelimit import RateLimiter
 
 
 class Waker(Protocol):
-    """Sends the wake-ups that bring deliveries to a worker; ids only, never payloads."""
+    """Sends the wake-ups that bring deliveries to a worker; ids only, never payloads.
+    ``inline``: how the ingest script writes a new event's wake-ups itself, if it may."""
+
+    inline: InlineWakeup | None
 
     async def wake(self, delivery_ids: Sequence[str], *, retry: bool) -> None: ...
 

@@ -74,6 +74,8 @@ async def post_event(request: web.Request) -> web.Response:
         budget=svc.settings.max_attempts,
         grace_ms=int(svc.settings.wakeup_grace * 1000),
         idempotency=claim,
+        # Strict mode wakes workers only once the event is on disk, from here.
+        wakeup=None if svc.strict_durability else svc.waker.inline,
     )
     problem = outcome_problem(accepted.outcome)
     if problem is not None:
@@ -85,7 +87,7 @@ async def post_event(request: web.Request) -> web.Response:
         await _wait_for_fsync(request)
         if claim is not None:
             await svc.events.settle_idempotency(claim)
-    if accepted.delivery_ids:
+    if accepted.delivery_ids and not accepted.woken:
         await svc.waker.wake(accepted.delivery_ids, retry=False)
     return web.json_response(reply, status=202)
 

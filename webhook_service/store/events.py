@@ -24,13 +24,25 @@ class IdempotencyClaim:
 
 
 @dataclass(frozen=True)
+class InlineWakeup:
+    """A new event's wake-ups, pushed onto a Celery queue by the ingest script itself: they
+    cost the API nothing, and an event is never stored without them. ``template`` is the
+    queue message with ``#TASK#`` and ``#IDS#`` to fill in (workers/wakeup.py)."""
+
+    queue: str
+    template: str
+    batch: int
+
+
+@dataclass(frozen=True)
 class Accepted:
     outcome: Literal["created", "replay", "mismatch", "in_flight"]
     event_id: str = ""
     event_type: str = ""
     created_ms: int = 0
-    delivery_ids: tuple[str, ...] = ()  # the pending ones, to wake
+    delivery_ids: tuple[str, ...] = ()  # the pending ones
     fanout: int = 0
+    woken: bool = False  # their wake-ups are queued already (InlineWakeup)
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,7 @@ class EventStore:
         budget: int,
         grace_ms: int,
         idempotency: IdempotencyClaim | None,
+        wakeup: InlineWakeup | None,
     ) -> Accepted:
         idem = idempotency
         reply = await self._scripts.run(
@@ -78,13 +91,16 @@ class EventStore:
                 idem.state if idem else "",
                 idem.until_ms if idem else 0,
                 budget, grace_ms,
+                wakeup.queue if wakeup else "", wakeup.template if wakeup else "",
+                wakeup.batch if wakeup else 0,
             ],
         )  # fmt: skip
         outcome = reply[0]
         if outcome == "created":
             # Only pending deliveries need a worker; a disabled endpoint's wait for recovery.
             pending = tuple(reply[2])
-            return Accepted("created", event_id, event_type, now_ms, pending, len(reply[1]))
+            fanout = len(reply[1])
+            return Accepted("created", event_id, event_type, now_ms, pending, fanout, bool(wakeup))
         if outcome == "replay":
             return Accepted("replay", reply[1], reply[2], int(reply[3]), (), int(reply[4]))
         return Accepted(outcome)

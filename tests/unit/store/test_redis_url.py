@@ -70,7 +70,7 @@ def test_the_celery_broker_is_the_sentinel_one_with_its_options() -> None:
         config["broker_url"] == "sentinel://h1:26379/2;sentinel://h2:26380/2;sentinel://h3:26379/2"
     )
     assert config["broker_transport_options"]["master_name"] == "mymaster"
-    assert config["broker_transport_options"]["visibility_timeout"] >= 3600
+    assert config["broker_transport_options"]["ack_emulation"] is False
 
 
 def test_store_clients_ask_the_sentinels_for_the_primary() -> None:

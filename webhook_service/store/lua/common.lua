@@ -148,6 +148,19 @@ local function create_event(now, event_id, etype, body, key_id, endpoints, budge
   return ids, pending
 end
 
+-- Celery wake-ups for these deliveries, one message per batch, from the template the API
+-- built (workers/wakeup.py: #TASK# is the task id, #IDS# the comma list). Ids are made of
+-- [0-9A-Za-z_], so gsub's '%' escapes cannot appear in them.
+local function push_wakeups(queue, template, batch, task_prefix, ids)
+  for first = 1, #ids, batch do
+    local chunk = {}
+    for i = first, math.min(#ids, first + batch - 1) do chunk[#chunk + 1] = ids[i] end
+    local message = string.gsub(template, '#TASK#', task_prefix .. '.' .. first)
+    message = string.gsub(message, '#IDS#', table.concat(chunk, ','))
+    redis.call('LPUSH', queue, message)
+  end
+end
+
 -- An operational event about our own health (endpoint.disabled, ...): stored like any
 -- event and delivered to the operations endpoints, due at once. ctx carries the ids and
 -- timestamp the caller prepared, since Lua can make neither.
