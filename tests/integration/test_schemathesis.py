@@ -49,6 +49,12 @@ CHECKS = [
 ]
 
 
+# Headers that frame the HTTP message belong to the client library, not to the request the
+# API sees: a generated `Content-Length: Wm+x…` is refused by aiohttp's HTTP parser (400)
+# before any route runs, which says nothing about the API's contract.
+_FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding", "host", "connection"})
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -98,6 +104,8 @@ def _fuzz(
     def probe(case: schemathesis.Case[Any]) -> None:
         nonlocal sent
         sent += 1
+        for name in [n for n in case.headers or {} if n.lower() in _FRAMING_HEADERS]:
+            del case.headers[name]
         case.call_and_validate(
             base_url=base_url, session=session, headers=AUTH, checks=CHECKS, timeout=10
         )
