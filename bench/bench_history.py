@@ -60,6 +60,8 @@ DELIVERY_QUERIES: list[tuple[str, DeliveryFilter]] = [
     ("status_class=5xx", DeliveryFilter(status_class="5xx")),
     ("endpoint + status_class=5xx", DeliveryFilter(endpoint_id=ENDPOINTS[2], status_class="5xx")),
     ("attempts_min=3", DeliveryFilter(attempts_min=3)),
+    # Unindexed (keys.UNINDEXED_*): read from the endpoint's index, filtered while read.
+    ("endpoint + status=succeeded", DeliveryFilter(endpoint_id=ENDPOINTS[3], status="succeeded")),
     ("event_type", DeliveryFilter(event_type=TYPES[3])),
 ]
 EVENT_QUERIES: list[tuple[str, EventFilter]] = [
@@ -111,19 +113,20 @@ def _event(pipe: redis.client.Pipeline, n: int, rng: random.Random) -> None:
                 "updated": now, "code": code, "error": error, "class": status_class or "",
             },
         )  # fmt: skip
-        if status_class:
-            pipe.zadd(keys.deliveries_by_class(status_class), {delivery_id: 0})
-            pipe.zadd(keys.deliveries_by_endpoint_class(ep, status_class), {delivery_id: 0})
-        for index in (
-            keys.DELIVERIES_INDEX,
-            keys.deliveries_by_endpoint(ep),
-            keys.deliveries_by_status(status),
-            keys.deliveries_by_endpoint_status(ep, status),
-            keys.deliveries_by_type(etype),
-            keys.deliveries_by_attempts(attempts),
-        ):
+        # The dense values have no index (keys.UNINDEXED_*), as in the Lua scripts.
+        indexes = [keys.DELIVERIES_INDEX, keys.deliveries_by_endpoint(ep)]
+        indexes.append(keys.deliveries_by_type(etype))
+        if status_class and status_class not in keys.UNINDEXED_CLASSES:
+            indexes.append(keys.deliveries_by_class(status_class))
+            indexes.append(keys.deliveries_by_endpoint_class(ep, status_class))
+        if status not in keys.UNINDEXED_STATUSES:
+            indexes.append(keys.deliveries_by_status(status))
+            indexes.append(keys.deliveries_by_endpoint_status(ep, status))
+        if attempts not in keys.UNINDEXED_ATTEMPTS:
+            indexes.append(keys.deliveries_by_attempts(attempts))
+            pipe.sadd(keys.ATTEMPT_COUNTS, attempts)
+        for index in indexes:
             pipe.zadd(index, {delivery_id: 0})
-        pipe.sadd(keys.ATTEMPT_COUNTS, attempts)
     pipe.hset(
         keys.event(event_id),
         mapping={

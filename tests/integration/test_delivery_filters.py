@@ -88,14 +88,106 @@ async def test_filters_by_status_class_and_attempts(
 
     client = redis.Redis.from_url(stack.valkey.url, decode_responses=True)
     for status_class, endpoint in endpoints.items():
-        assert client.zcard(keys.deliveries_by_endpoint_class(endpoint["id"], status_class)) == 2
+        # 2xx is dense, so unindexed (keys.UNINDEXED_CLASSES): the filters above read the
+        # endpoint's index for it.
+        held = 0 if status_class in keys.UNINDEXED_CLASSES else 2
+        assert client.zcard(keys.deliveries_by_endpoint_class(endpoint["id"], status_class)) == held
         assert client.zcard(keys.deliveries_by_endpoint_status(endpoint["id"], "pending")) == 0
     assert client.zcard(keys.deliveries_by_endpoint_status(failing, "failed")) == 2
-    assert client.zcard(keys.deliveries_by_endpoint_status(ok["id"], "succeeded")) == 2
+    assert client.zcard(keys.deliveries_by_endpoint_status(ok["id"], "succeeded")) == 0
     for delivery_id in await _ids(api, f"endpoint_id={failing}"):
         # Each attempt moved the delivery on: only the last count holds it.
         assert client.zscore(keys.deliveries_by_attempts(budget), delivery_id) is not None
         assert client.zscore(keys.deliveries_by_attempts(1), delivery_id) is None
+
+
+async def test_dense_values_are_found_without_an_index(
+    api: Api, receiver: Receiver, stack: Stack
+) -> None:
+    """A delivery that succeeds at its first try is in no status, class or attempt-count
+    index (keys.UNINDEXED_*), yet every filter on those values still finds it."""
+    dense_type, other_type = "filters.dense", "filters.other"
+    receiver.behaviours["dfail"] = lambda _n, _i: 503
+    first = await create_endpoint(api, receiver, "dense1", [dense_type, other_type])
+    second = await create_endpoint(api, receiver, "dense2", [dense_type])
+    failing = await create_endpoint(api, receiver, "dfail", [dense_type])
+    event_id = await send_event(api, dense_type, {"n": 1})
+    other_id = await send_event(api, other_type, {"n": 2})
+    await _settled(api, [first["id"], second["id"], failing["id"]], 1)
+    await _settled(api, [first["id"]], 2)
+
+    _, event, _ = await api.call("GET", f"/v1/events/{event_id}")
+    by_endpoint = {d["endpoint_id"]: d["id"] for d in event["deliveries"]}
+    ours, theirs = by_endpoint[first["id"]], by_endpoint[second["id"]]
+    bad = by_endpoint[failing["id"]]
+    _, other, _ = await api.call("GET", f"/v1/events/{other_id}")
+    (mine_other,) = [d["id"] for d in other["deliveries"]]
+    succeeded = {ours, theirs, mine_other}
+
+    client = redis.Redis.from_url(stack.valkey.url, decode_responses=True)
+    for delivery_id in succeeded:
+        raw = client.hgetall(keys.delivery(delivery_id))
+        assert (raw["status"], raw["class"], raw["attempts"]) == ("succeeded", "2xx", "1")
+        ep = raw["endpoint"]
+        for key in (
+            keys.deliveries_by_status("succeeded"),
+            keys.deliveries_by_endpoint_status(ep, "succeeded"),
+            keys.deliveries_by_class("2xx"),
+            keys.deliveries_by_endpoint_class(ep, "2xx"),
+            keys.deliveries_by_attempts(1),
+        ):
+            assert client.zscore(key, delivery_id) is None, key
+        # Still in the indexes that answer in their place.
+        for key in (
+            keys.DELIVERIES_INDEX,
+            keys.deliveries_by_endpoint(ep),
+            keys.deliveries_by_type(raw["type"]),
+        ):
+            assert client.zscore(key, delivery_id) is not None, key
+    assert not client.sismember(keys.ATTEMPT_COUNTS, "1")
+
+    everywhere = "limit=250"
+    dense = ["status=succeeded", "status_class=2xx", "attempts_min=1&attempts_max=1"]
+    for query in [*dense, "status=succeeded&status_class=2xx&attempts_max=1"]:
+        found = await _ids(api, f"{query}&{everywhere}")
+        assert succeeded <= set(found), query
+        assert bad not in found, query
+        assert await _ids(api, f"endpoint_id={first['id']}&{query}") == [mine_other, ours]
+        assert await _ids(api, f"endpoint_id={second['id']}&{query}") == [theirs]
+        assert not await _ids(api, f"endpoint_id={failing['id']}&{query}")
+        assert await _ids(api, f"event_type={other_type}&{query}") == [mine_other]
+        typed = await _ids(api, f"event_type={dense_type}&{query}&{everywhere}")
+        assert {ours, theirs} <= set(typed) and bad not in typed
+        assert await _ids(api, f"endpoint_id={first['id']}&event_type={dense_type}&{query}") == [
+            ours
+        ]
+        assert await _ids(api, f"event_id={event_id}&{query}") == sorted(
+            [ours, theirs], reverse=True
+        )
+    # The failing one, by the indexed values it has, and not by the dense ones.
+    assert await _ids(api, f"endpoint_id={failing['id']}&status=failed&status_class=5xx") == [bad]
+    assert not await _ids(api, f"endpoint_id={failing['id']}&attempts_max=1")
+    # A cursor pages through the unindexed value as through an indexed one.
+    query = f"endpoint_id={first['id']}&status=succeeded&limit=1"
+    status, page, _ = await api.call("GET", f"/v1/deliveries?{query}")
+    assert status == 200 and [d["id"] for d in page["data"]] == [mine_other]
+    status, page, _ = await api.call("GET", f"/v1/deliveries?{query}&cursor={page['next_cursor']}")
+    assert [d["id"] for d in page["data"]] == [ours]
+
+    # Moved away from a dense value (retried): indexed as pending, found as such, and back.
+    status, _, _ = await api.call("POST", f"/v1/deliveries/{ours}/retry")
+    assert status == 202
+    await wait_for(lambda: _attempted_twice(client, ours), timeout=30)
+    assert client.zscore(keys.deliveries_by_attempts(2), ours) is not None
+    assert ours in await _ids(api, f"endpoint_id={first['id']}&attempts_min=2")
+    assert ours not in await _ids(api, f"endpoint_id={first['id']}&attempts_max=1")
+    assert ours in await _ids(api, f"endpoint_id={first['id']}&status=succeeded")
+    assert client.zscore(keys.deliveries_by_endpoint_status(first["id"], "pending"), ours) is None
+
+
+async def _attempted_twice(client: redis.Redis, delivery_id: str) -> bool:
+    raw = client.hmget(keys.delivery(delivery_id), ["status", "attempts"])
+    return raw == ["succeeded", "2"]
 
 
 @pytest.mark.parametrize(

@@ -67,21 +67,21 @@ class Attempt:
     response_body: str
 
     def to_json(self) -> str:
-        return orjson.dumps(
-            {
-                "n": self.number,
-                "t": self.started_ms,
-                "d": self.duration_ms,
-                "c": self.status_code,
-                "e": self.error,
-                "b": self.response_body,
-            }
-        ).decode()
+        """Compact: no code, error or response body when there is none (from_json puts them
+        back), so that most attempts fit in their delivery's hash (keys.ATTEMPT_FIELD_MAX)."""
+        raw: dict[str, object] = {"n": self.number, "t": self.started_ms, "d": self.duration_ms}
+        if self.status_code is not None:
+            raw["c"] = self.status_code
+        if self.error is not None:
+            raw["e"] = self.error
+        if self.response_body:
+            raw["b"] = self.response_body
+        return orjson.dumps(raw).decode()
 
     @classmethod
     def from_json(cls, text: str) -> Attempt:
         raw = orjson.loads(text)
-        return cls(raw["n"], raw["t"], raw["d"], raw["c"], raw["e"], raw["b"])
+        return cls(raw["n"], raw["t"], raw["d"], raw.get("c"), raw.get("e"), raw.get("b", ""))
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,13 @@ class DeliveryRecord:
     last_error: str | None
     # The class of the last attempt ('2xx'…'5xx', 'timeout', 'network'); None before one.
     last_class: str | None = None
+
+    # The hash fields a record is made of (the hash holds the attempts too: get_many skips
+    # them, a page has no use for response bodies).
+    FIELDS = (
+        "event", "endpoint", "type", "status", "attempts", "next_at", "created", "updated",
+        "code", "error", "class",
+    )  # fmt: skip
 
     @classmethod
     def from_hash(cls, delivery_id: str, raw: dict[str, str]) -> DeliveryRecord:
@@ -163,6 +170,7 @@ class DeliveryStore:
                 "" if attempt.status_code is None else attempt.status_code,
                 attempt.error or "",
                 health.disable_after_ms, iso(now_ms), health.ops_budget, *ops_ids,
+                keys.ATTEMPT_FIELD_MAX,
             ],
         )  # fmt: skip
         if reply[0] == "stale":
@@ -181,12 +189,27 @@ class DeliveryStore:
         return DeliveryRecord.from_hash(delivery_id, raw) if raw else None
 
     async def get_many(self, ids: Sequence[str]) -> list[DeliveryRecord]:
+        fields = DeliveryRecord.FIELDS
         async with self._redis.pipeline(transaction=False) as pipe:
             for delivery_id in ids:
-                pipe.hgetall(keys.delivery(delivery_id))
-            rows: list[dict[str, str]] = await pipe.execute()
-        return [DeliveryRecord.from_hash(i, r) for i, r in zip(ids, rows, strict=True) if r]
+                pipe.hmget(keys.delivery(delivery_id), fields)
+            rows: list[list[str | None]] = await pipe.execute()
+        records = []
+        for delivery_id, row in zip(ids, rows, strict=True):
+            raw = {
+                name: value for name, value in zip(fields, row, strict=True) if value is not None
+            }
+            if raw:
+                records.append(DeliveryRecord.from_hash(delivery_id, raw))
+        return records
 
     async def attempts(self, delivery_id: str) -> list[Attempt]:
-        rows = cast(list[str], await self._redis.lrange(keys.attempts(delivery_id), 0, -1))
-        return [Attempt.from_json(row) for row in rows]
+        """The attempt log, in order: the fields a{n} of the delivery's hash, and those too
+        long for it in the overflow list (keys.attempts; every one, for data written before
+        attempts moved into the hash)."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(keys.delivery(delivery_id))
+            pipe.lrange(keys.attempts(delivery_id), 0, -1)
+            fields, overflow = cast(tuple[dict[str, str], list[str]], await pipe.execute())
+        rows = [v for k, v in fields.items() if keys.attempt_number(k) is not None] + overflow
+        return sorted((Attempt.from_json(row) for row in rows), key=lambda a: a.number)

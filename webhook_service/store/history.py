@@ -2,10 +2,12 @@
 
 Ids sort by time, so a time range is an id range and a cursor is the last id seen: paging
 never re-reads what it has already returned, and new entries (larger ids) never shift a
-page. Every filter has an index, some per endpoint too (``keys.py``); a query reads the
+page. Every filter has indexes, some per endpoint too (``keys.py``); a query reads the
 smallest of the indexes its filters name, so its cost follows the page, not the history.
 Filters that index does not cover are applied while reading, with a bound on how much one
-page may read.
+page may read. The values most deliveries end with have no index (``keys.UNINDEXED_*``):
+a query for one reads the broader indexes its other filters name, or every delivery, and
+filters while reading; those values being dense, a page fills about as fast.
 """
 
 from __future__ import annotations
@@ -97,22 +99,33 @@ class DeliveryFilter(TimeRange):
         )
 
     def sources(self, attempt_counts: Sequence[int]) -> list[Source]:
-        """Every index that holds all the matches, the compound ones first."""
+        """Every index that holds all the matches, the compound ones first. A value no index
+        holds (keys.UNINDEXED_*) offers none: a broader one answers, filtered while read."""
         ep, found = self.endpoint_id, list[Source]()
-        if ep is not None and self.status is not None:
-            found.append((keys.deliveries_by_endpoint_status(ep, self.status),))
-        if ep is not None and self.status_class is not None:
-            found.append((keys.deliveries_by_endpoint_class(ep, self.status_class),))
+        status = self.status if self.status not in keys.UNINDEXED_STATUSES else None
+        status_class = (
+            self.status_class if self.status_class not in keys.UNINDEXED_CLASSES else None
+        )
+        if ep is not None and status is not None:
+            found.append((keys.deliveries_by_endpoint_status(ep, status),))
+        if ep is not None and status_class is not None:
+            found.append((keys.deliveries_by_endpoint_class(ep, status_class),))
         if ep is not None:
             found.append((keys.deliveries_by_endpoint(ep),))
-        if self.status is not None:
-            found.append((keys.deliveries_by_status(self.status),))
-        if self.status_class is not None:
-            found.append((keys.deliveries_by_class(self.status_class),))
+        if status is not None:
+            found.append((keys.deliveries_by_status(status),))
+        if status_class is not None:
+            found.append((keys.deliveries_by_class(status_class),))
         if self.event_type is not None:
             found.append((keys.deliveries_by_type(self.event_type),))
-        if self.attempts_min is not None or self.attempts_max is not None:
-            counts = sorted(n for n in attempt_counts if self.wants_attempts(n))
+        if (self.attempts_min is not None or self.attempts_max is not None) and not any(
+            self.wants_attempts(n) for n in keys.UNINDEXED_ATTEMPTS
+        ):
+            counts = sorted(
+                n
+                for n in attempt_counts
+                if self.wants_attempts(n) and n not in keys.UNINDEXED_ATTEMPTS
+            )
             found.append(tuple(keys.deliveries_by_attempts(n) for n in counts))
         return found or [(keys.DELIVERIES_INDEX,)]
 

@@ -2,6 +2,7 @@
 
 The Lua scripts beside this file build per-id keys from the same templates: ``scripts.py``
 hands them this table (``LUA_KEYS``) as a preamble, so a name is only ever spelled here.
+The same preamble names the values no index holds (``UNINDEXED_*``, see below).
 
 Data model (all under ``PREFIX``):
 
@@ -24,17 +25,23 @@ event:{msg}                hash   type, created (ms), body (the exact bytes we s
                                   expunged (ms the body was deleted, then no body)
 delivery:{dlv}             hash   event, endpoint, type, status, attempts, budget,
                                   next_at, created, updated, code, error, lease, lease_until,
-                                  class (of the last attempt: 2xx..5xx, timeout, network)
-delivery:{dlv}:attempts    list   one JSON object per attempt, in order
+                                  class (of the last attempt: 2xx..5xx, timeout, network),
+                                  a{n}: attempt n as JSON, if no longer than
+                                  ATTEMPT_FIELD_MAX. Nothing dead is kept: code and error
+                                  only when not empty, lease and lease_until only while
+                                  leased, next_at and budget only until it is finished
+delivery:{dlv}:attempts    list   the attempts too long for the hash (a response body of
+                                  more than a few bytes), as JSON, in order; most
+                                  deliveries have none
 idx:events                 zset   every event id (score 0)
 idx:dlv                    zset   every delivery id (score 0)
 idx:dlv:ep:{ep}            zset   deliveries of one endpoint
-idx:dlv:status:{status}    zset   deliveries in one status
+idx:dlv:status:{status}    zset   deliveries in one status (*)
 idx:dlv:type:{type}        zset   deliveries of one event type
-idx:dlv:eps:{ep}:{status}  zset   deliveries of one endpoint in one status
-idx:dlv:class:{class}      zset   deliveries whose last attempt is of one class
-idx:dlv:epc:{ep}:{class}   zset   the same, for one endpoint
-idx:dlv:att:{n}            zset   deliveries with n attempts made
+idx:dlv:eps:{ep}:{status}  zset   deliveries of one endpoint in one status (*)
+idx:dlv:class:{class}      zset   deliveries whose last attempt is of one class (*)
+idx:dlv:epc:{ep}:{class}   zset   the same, for one endpoint (*)
+idx:dlv:att:{n}            zset   deliveries with n attempts made (*)
 idx:dlv:attcounts          set    every n some idx:dlv:att:{n} was made for
 idx:events:type:{type}     zset   events of one type
 idx:events:key:{key}       zset   events sent with one producer key
@@ -66,9 +73,18 @@ apikeys:pepper             str    the HMAC pepper, sealed with the master key
 durability:mark            chan   pub/sub, nothing stored: strict mode publishes to it to
                                   move its connection's replication offset (api/events.py)
 =========================  =====  ====================================================
+
+(*) Sparse: the values most deliveries end with (``UNINDEXED_STATUSES``,
+``UNINDEXED_CLASSES``, ``UNINDEXED_ATTEMPTS``) have no index. Each would hold nearly every
+delivery, an entry apiece, while narrowing a query hardly at all; a query for one of them
+reads a broader index (the endpoint's, the type's, idx:dlv) and filters while reading
+(store/history.py). The scripts skip their ZADDs (ZREM stays: it is harmless on a missing
+member, and keeps data written before this rule in step).
 """
 
 from __future__ import annotations
+
+import re
 
 PREFIX = "whs:1:"
 
@@ -93,6 +109,39 @@ JOBS_RUNNING = PREFIX + "jobs:running"
 API_KEYS = PREFIX + "apikeys"
 API_KEY_PEPPER = PREFIX + "apikeys:pepper"
 DURABILITY_MARK = PREFIX + "durability:mark"
+
+# Values no index holds (see (*) above): a delivery that ends succeeded, with a 2xx last
+# attempt, after one attempt, costs no status, class or attempt-count index entry.
+UNINDEXED_STATUSES = frozenset({"succeeded"})
+UNINDEXED_CLASSES = frozenset({"2xx"})
+UNINDEXED_ATTEMPTS = frozenset({1})
+
+# The same, as the Lua preamble's UNINDEXED table: index template name -> values, as Lua
+# builds the key (attempt counts as their decimal text).
+LUA_UNINDEXED: dict[str, frozenset[str]] = {
+    "dlv_by_status": UNINDEXED_STATUSES,
+    "dlv_by_class": UNINDEXED_CLASSES,
+    "dlv_by_attempts": frozenset(str(n) for n in UNINDEXED_ATTEMPTS),
+}
+
+# An attempt's JSON goes into its delivery's hash (field a{n}) only when this short: the
+# server keeps a hash compact (listpack) while every value is at most hash-max-listpack-value
+# bytes (64 by default); one longer value turns the whole hash into a table about twice its
+# size, more than the overflow list costs. record.lua gets it from DeliveryStore.record.
+ATTEMPT_FIELD_MAX = 64
+_ATTEMPT_FIELD = re.compile(r"a([1-9][0-9]*)")
+
+
+def attempt_field(number: int) -> str:
+    """The delivery hash field of attempt `number` (record.lua spells it 'a' .. n)."""
+    return f"a{number}"
+
+
+def attempt_number(field: str) -> int | None:
+    """The attempt a delivery hash field holds, or None for any other field."""
+    found = _ATTEMPT_FIELD.fullmatch(field)
+    return int(found.group(1)) if found else None
+
 
 # Templates the Lua scripts append an id to.
 LUA_KEYS = {

@@ -1,4 +1,5 @@
-"""The Lua scripts, each loaded once with the key table from ``keys.py`` as a preamble."""
+"""The Lua scripts, each loaded once with a preamble from ``keys.py``: the key table (``K``),
+the operational event types (``OPS_TYPES``) and the values no index holds (``UNINDEXED``)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,14 @@ def _lua_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _unindexed() -> str:
+    """keys.LUA_UNINDEXED as Lua: {dlv_by_status = {["succeeded"] = true}, ...}."""
+    return ", ".join(
+        f"{kind} = {{{', '.join(f'[{_lua_string(v)}] = true' for v in sorted(values))}}}"
+        for kind, values in keys.LUA_UNINDEXED.items()
+    )
+
+
 @cache
 def source(name: str) -> str:
     folder = files("webhook_service.store") / "lua"
@@ -41,6 +50,7 @@ def source(name: str) -> str:
         (
             f"local K = {{{table}}}",
             f"local OPS_TYPES = {{{ops}}}",
+            f"local UNINDEXED = {{{_unindexed()}}}",
             (folder / "common.lua").read_text(),
             (folder / f"{name}.lua").read_text(),
         )

@@ -49,6 +49,40 @@ def test_an_attempt_range_reads_the_union_of_its_counts() -> None:
     assert DeliveryFilter(attempts_max=0).sources([1, 2]) == [()]
 
 
+def test_unindexed_values_offer_no_index_of_their_own() -> None:
+    # The dense values (keys.UNINDEXED_*) have no index: a broader one answers, and the
+    # filter is applied while reading.
+    assert "succeeded" in keys.UNINDEXED_STATUSES
+    assert "2xx" in keys.UNINDEXED_CLASSES
+    assert 1 in keys.UNINDEXED_ATTEMPTS
+    everything = [(keys.DELIVERIES_INDEX,)]
+    assert DeliveryFilter(status="succeeded").sources([]) == everything
+    assert DeliveryFilter(status_class="2xx").sources([]) == everything
+    assert DeliveryFilter(attempts_min=1, attempts_max=1).sources([0, 1, 2]) == everything
+    assert DeliveryFilter(attempts_max=3).sources([0, 1, 2, 3]) == everything
+    query = DeliveryFilter(endpoint_id="ep_1", status="succeeded", status_class="2xx")
+    assert query.sources([]) == [(keys.deliveries_by_endpoint("ep_1"),)]
+    query = DeliveryFilter(event_type="a.b", status="succeeded", attempts_max=1)
+    assert query.sources([1]) == [(keys.deliveries_by_type("a.b"),)]
+    # A sparse value beside an indexed one: the indexed one's index still counts.
+    query = DeliveryFilter(endpoint_id="ep_1", status="failed", status_class="2xx")
+    assert query.sources([]) == [
+        (keys.deliveries_by_endpoint_status("ep_1", "failed"),),
+        (keys.deliveries_by_endpoint("ep_1"),),
+        (keys.deliveries_by_status("failed"),),
+    ]
+    # A range without the unindexed count reads its counts' union, never count 1's.
+    assert DeliveryFilter(attempts_min=2).sources([0, 1, 2, 5]) == [
+        (keys.deliveries_by_attempts(2), keys.deliveries_by_attempts(5))
+    ]
+    assert DeliveryFilter(attempts_max=0).sources([0, 1]) == [(keys.deliveries_by_attempts(0),)]
+    # Filtering while reading still tells them apart.
+    done = _record(status="succeeded", last_class="2xx", attempts=1)
+    assert DeliveryFilter(status="succeeded", status_class="2xx", attempts_max=1).matches(done)
+    assert not DeliveryFilter(status="succeeded").matches(_record())
+    assert not DeliveryFilter(attempts_min=1, attempts_max=1).matches(_record())
+
+
 def test_matches_every_filter_given() -> None:
     record = _record()
     assert DeliveryFilter(status_class="5xx", attempts_min=3, attempts_max=3).matches(record)

@@ -26,8 +26,8 @@ def _code(file: str) -> str:
 
 
 def _preamble(name: str) -> str:
-    """The key table line, then the operational event types line."""
-    return "\n".join(source(name).split("\n", 2)[:2])
+    """The key table line, the operational event types line, the unindexed values line."""
+    return "\n".join(source(name).split("\n", 3)[:3])
 
 
 def test_every_script_name_has_a_file_and_every_file_is_used() -> None:
@@ -58,6 +58,23 @@ def test_the_preamble_names_exactly_the_operational_event_types() -> None:
     line = _preamble("record").split("\n")[1]
     assert line.startswith("local OPS_TYPES = {")
     assert re.findall(r'\["([^"]+)"\] = true', line) == list(OPERATIONAL_EVENT_TYPES)
+
+
+def test_the_preamble_names_exactly_the_unindexed_values() -> None:
+    line = _preamble("record").split("\n")[2]
+    assert line.startswith("local UNINDEXED = {") and line.endswith("}")
+    table = {
+        kind: set(re.findall(r'\["([^"]+)"\] = true', values))
+        for kind, values in re.findall(
+            r"([A-Za-z_]+) = \{([^}]*)\}", line[len("local UNINDEXED = {") : -1]
+        )
+    }
+    assert table == {kind: set(values) for kind, values in keys.LUA_UNINDEXED.items()}
+    # Each names an index template, and the values are the Python ones, as Lua spells them.
+    assert set(table) <= set(keys.LUA_KEYS)
+    assert table["dlv_by_status"] == set(keys.UNINDEXED_STATUSES)
+    assert table["dlv_by_class"] == set(keys.UNINDEXED_CLASSES)
+    assert table["dlv_by_attempts"] == {str(n) for n in keys.UNINDEXED_ATTEMPTS}
 
 
 def test_every_script_gets_the_same_preamble() -> None:

@@ -1,6 +1,14 @@
 -- Helpers shared by every script; scripts.py prepends `local K = {...}` (the key templates
 -- from keys.py) and this file to each script, so key names are spelled only in keys.py.
 
+-- Sparse indexes: the values most deliveries end with (scripts.py hands keys.py's list over
+-- as UNINDEXED) get no entries; a query for one filters a broader index. kind is the
+-- template of the index (K's field name); its per-endpoint twin follows it. Removing is
+-- always done: ZREM of a missing member is harmless.
+local function indexed(kind, value)
+  return not UNINDEXED[kind][tostring(value)]
+end
+
 -- A delivery's status with its indexes (also per endpoint, which answers "this endpoint's
 -- failed deliveries" and its backlog without a scan); final ones count in the metrics.
 local FINAL = {succeeded = true, failed = true, disabled = true}
@@ -11,8 +19,10 @@ local function move_status(id, old, new)
     redis.call('ZREM', K.dlv_by_status .. old, id)
     redis.call('ZREM', K.dlv_by_ep_status .. ep .. ':' .. old, id)
   end
-  redis.call('ZADD', K.dlv_by_status .. new, 0, id)
-  redis.call('ZADD', K.dlv_by_ep_status .. ep .. ':' .. new, 0, id)
+  if indexed('dlv_by_status', new) then
+    redis.call('ZADD', K.dlv_by_status .. new, 0, id)
+    redis.call('ZADD', K.dlv_by_ep_status .. ep .. ':' .. new, 0, id)
+  end
   if FINAL[new] then redis.call('HINCRBY', K.metrics, 'outcome:' .. new, 1) end
 end
 
@@ -50,11 +60,15 @@ local function note_attempt(id, ep, attempts, status, code, err, attempt_json, n
     redis.call('ZREM', K.dlv_by_class .. d[1], id)
     redis.call('ZREM', K.dlv_by_ep_class .. ep .. ':' .. d[1], id)
   end
-  redis.call('ZADD', K.dlv_by_class .. class, 0, id)
-  redis.call('ZADD', K.dlv_by_ep_class .. ep .. ':' .. class, 0, id)
+  if indexed('dlv_by_class', class) then
+    redis.call('ZADD', K.dlv_by_class .. class, 0, id)
+    redis.call('ZADD', K.dlv_by_ep_class .. ep .. ':' .. class, 0, id)
+  end
   redis.call('ZREM', K.dlv_by_attempts .. (attempts - 1), id)
-  redis.call('ZADD', K.dlv_by_attempts .. attempts, 0, id)
-  redis.call('SADD', K.attempt_counts, attempts)
+  if indexed('dlv_by_attempts', attempts) then
+    redis.call('ZADD', K.dlv_by_attempts .. attempts, 0, id)
+    redis.call('SADD', K.attempt_counts, attempts)
+  end
   redis.call('HSET', key, 'class', class)
 
   local ms = math.max(0, tonumber(cjson.decode(attempt_json).d) or 0)
@@ -119,8 +133,10 @@ local function create_delivery(now, id, event_id, ep, etype, budget, due_at)
   redis.call('ZADD', K.dlv_index, 0, id)
   redis.call('ZADD', K.dlv_by_endpoint .. ep, 0, id)
   redis.call('ZADD', K.dlv_by_type .. etype, 0, id)
-  redis.call('ZADD', K.dlv_by_attempts .. 0, 0, id)
-  redis.call('SADD', K.attempt_counts, 0)
+  if indexed('dlv_by_attempts', 0) then
+    redis.call('ZADD', K.dlv_by_attempts .. 0, 0, id)
+    redis.call('SADD', K.attempt_counts, 0)
+  end
   move_status(id, nil, status)
   if status == 'pending' then redis.call('ZADD', K.due, due_at, id) end
   return status

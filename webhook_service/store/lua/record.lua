@@ -3,9 +3,12 @@
 -- took over. Also frees the endpoint's in-flight slot and keeps the endpoint's health:
 -- a success clears its failing streak; an exhausted delivery after `disable_after_ms` of
 -- failing, or a 410, disables it. Health changes become operational events.
+-- The attempt goes into the delivery's hash, as field a{n}, when it is at most
+-- attempt_field_max bytes (keys.ATTEMPT_FIELD_MAX: longer, it would cost the hash its
+-- compact encoding); a longer one goes to the delivery's overflow list.
 -- ARGV: now_ms, token, id, attempt_json, outcome ('ok'|'fail'|'gone'),
 --       delay_ms (-1 = no more tries), code ('' = none), error ('' = none),
---       disable_after_ms, now_iso, ops_budget, ops event ids (3)
+--       disable_after_ms, now_iso, ops_budget, ops event ids (3), attempt_field_max
 local now, token, id = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local key = K.delivery .. id
 local d = redis.call('HMGET', key, 'lease', 'status', 'attempts', 'budget', 'endpoint', 'type',
@@ -14,7 +17,11 @@ if d[1] ~= token or d[2] ~= 'pending' then return {'stale'} end
 local ep, etype = d[5], d[6]
 local outcome, delay, code, err = ARGV[5], tonumber(ARGV[6]), ARGV[7], ARGV[8]
 local attempts = tonumber(d[3]) + 1
-redis.call('RPUSH', key .. K.attempts_suffix, ARGV[4])
+if #ARGV[4] <= tonumber(ARGV[15]) then
+  redis.call('HSET', key, 'a' .. attempts, ARGV[4])
+else
+  redis.call('RPUSH', key .. K.attempts_suffix, ARGV[4])
+end
 
 redis.call('ZREM', K.inflight .. ep, id)
 -- The freed slot goes to the longest-parked delivery: the caller sends it next. Its due
@@ -74,9 +81,25 @@ else
     redis.call('ZADD', K.due, now + delay, id)
   end
 end
-redis.call('HSET', key, 'status', status, 'attempts', attempts, 'updated', now,
-  'code', code, 'error', err)
-redis.call('HDEL', key, 'lease', 'lease_until')
+-- Nothing dead is kept: the lease is over; a code or error this attempt did not have is
+-- absent rather than empty (readers take either for none); a finished delivery needs no
+-- next time nor budget (a retry sets both anew).
+local set = {'status', status, 'attempts', attempts, 'updated', now}
+local dead = {'lease', 'lease_until'}
+for _, pair in ipairs({{'code', code}, {'error', err}}) do
+  if pair[2] ~= '' then
+    table.insert(set, pair[1])
+    table.insert(set, pair[2])
+  else
+    table.insert(dead, pair[1])
+  end
+end
+if status ~= 'pending' then
+  table.insert(dead, 'next_at')
+  table.insert(dead, 'budget')
+end
+redis.call('HSET', key, unpack(set))
+redis.call('HDEL', key, unpack(dead))
 note_attempt(id, ep, attempts, status, code, err, ARGV[4], now)
 move_status(id, 'pending', status)
 return {status, attempts, next_id}
