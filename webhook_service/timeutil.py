@@ -11,8 +11,9 @@ def now_ms() -> int:
 
 
 def iso(ms: int) -> str:
-    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    # time.strftime on a struct_time: half the cost of going through datetime, and every
+    # 202 formats one.
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
 
 
 def parse_iso(text: str) -> int:
