@@ -189,6 +189,24 @@ async def test_a_hanging_endpoint_does_not_slow_a_healthy_one(api: Api, receiver
     assert status == 204, body
 
 
+async def test_a_slot_freed_at_the_limit_goes_straight_to_a_parked_delivery(
+    api: Api, receiver: Receiver
+) -> None:
+    receiver.slow["busy"] = 0.2
+    await create_endpoint(api, receiver, "busy", ["health.busy"])
+    events = [await send_event(api, "health.busy", {"n": n}) for n in range(10)]
+
+    async def all_delivered() -> bool:
+        return {(await _delivery(api, e))["status"] for e in events} == {"succeeded"}
+
+    # Two slots, 0.2 s a request: about a second when each finished send leases the next
+    # parked delivery itself. Left to their fallback due entries, the parked ones would wait
+    # a whole lease (20 s request timeout + 20 s), far beyond this bound.
+    await wait_for(all_delivered, timeout=15)
+    assert receiver.peak_in_flight["busy"] == 2
+    assert len(receiver.for_endpoint("busy")) == 10
+
+
 async def test_an_endpoint_rate_limit_spaces_the_requests(api: Api, receiver: Receiver) -> None:
     status, body, _ = await api.call(
         "POST",

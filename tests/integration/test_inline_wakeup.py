@@ -6,8 +6,8 @@ to be looked at; every pipeline test shows a real worker consuming them.
 
 from __future__ import annotations
 
-import pytest
 from kombu import Connection
+from kombu.message import Message
 
 from tests.integration.conftest import Api, create_endpoint, serve_api, settings_for
 from tests.support.receiver import Receiver
@@ -17,39 +17,69 @@ from webhook_service.store.keys import QUEUE_FRESH
 from workers.celery_app import TASK_DELIVER
 
 
-async def _event_deliveries(api: Api, event_id: str) -> set[str]:
-    status, event, _ = await api.call("GET", f"/v1/events/{event_id}")
+async def _send(api: Api, event_type: str) -> tuple[str, set[str]]:
+    status, accepted, _ = await api.call(
+        "POST", "/v1/events", json={"type": event_type, "data": {}}
+    )
+    assert status == 202
+    status, event, _ = await api.call("GET", f"/v1/events/{accepted['id']}")
     assert status == 200
-    return {d["id"] for d in event["deliveries"]}
+    return accepted["id"], {d["id"] for d in event["deliveries"]}
 
 
-async def test_one_message_per_batch_of_deliveries_in_the_ingest_step(
+def _queued(url: str) -> list[Message]:
+    with Connection(url) as connection:
+        queue = connection.SimpleQueue(QUEUE_FRESH)
+        messages = []
+        while True:
+            try:
+                message = queue.get(timeout=0.5)
+            except queue.Empty:
+                break
+            message.ack()  # or kombu puts it back when the channel closes
+            messages.append(message)
+        queue.close()
+    return messages
+
+
+def _ids(message: Message) -> list[str]:
+    (ids,), kwargs, _embed = message.decode()
+    assert kwargs == {}
+    return ids.split(",")  # type: ignore[no-any-return]
+
+
+async def test_waiting_wakeups_take_the_next_events_ids_up_to_a_batch(
     stack: Stack, valkey: EmbeddedValkey, receiver: Receiver
 ) -> None:
     settings = settings_for(stack).model_copy(update={"redis_url": valkey.url, "batch_size": 2})
     async with serve_api(settings) as (_, api):
         for name in ("w1", "w2", "w3"):
             await create_endpoint(api, receiver, name, ["wake.inline"])
-        status, accepted, _ = await api.call(
-            "POST", "/v1/events", json={"type": "wake.inline", "data": {}}
-        )
-        assert status == 202
-        deliveries = await _event_deliveries(api, accepted["id"])
+        first, first_deliveries = await _send(api, "wake.inline")
+        second, second_deliveries = await _send(api, "wake.inline")
 
-    with Connection(valkey.url) as connection:
-        queue = connection.SimpleQueue(QUEUE_FRESH)
-        messages = [queue.get(timeout=2), queue.get(timeout=2)]
-        with pytest.raises(queue.Empty):
-            queue.get(timeout=0.2)
-        queue.close()
-    woken: list[str] = []
+    messages = _queued(valkey.url)
     for message in messages:
         assert message.headers["task"] == TASK_DELIVER
-        assert message.headers["id"].startswith(accepted["id"] + ".")
         assert message.delivery_info["routing_key"] == QUEUE_FRESH
-        (ids,), kwargs, _embed = message.decode()
-        assert kwargs == {}
-        woken += ids.split(",")
-    # Two messages of at most two ids, covering the three deliveries once each.
-    assert sorted(len(m.decode()[0][0].split(",")) for m in messages) == [1, 2]
-    assert sorted(woken) == sorted(deliveries)
+    # Oldest first: the first event's two batches, the second of which took one of the
+    # second event's ids while it waited; then the rest of the second event's.
+    assert [m.headers["id"] for m in messages] == [f"{first}.1", f"{first}.3", f"{second}.2"]
+    assert [len(_ids(m)) for m in messages] == [2, 2, 2]
+    woken = [i for m in messages for i in _ids(m)]
+    assert sorted(woken) == sorted(first_deliveries | second_deliveries)
+
+
+async def test_an_event_after_the_queue_drained_gets_a_message_of_its_own(
+    stack: Stack, valkey: EmbeddedValkey, receiver: Receiver
+) -> None:
+    settings = settings_for(stack).model_copy(update={"redis_url": valkey.url, "batch_size": 50})
+    async with serve_api(settings) as (_, api):
+        await create_endpoint(api, receiver, "solo", ["wake.solo"])
+        _, first_deliveries = await _send(api, "wake.solo")
+        assert [_ids(m) for m in _queued(valkey.url)] == [sorted(first_deliveries)]
+        # The noted message was consumed: nothing to join, a new one is pushed.
+        second, second_deliveries = await _send(api, "wake.solo")
+    messages = _queued(valkey.url)
+    assert [m.headers["id"] for m in messages] == [f"{second}.1"]
+    assert _ids(messages[0]) == sorted(second_deliveries)

@@ -19,13 +19,19 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from redis.exceptions import RedisError
-
 from signer import Signer
 from webhook_service.crypto import SecretBox
 from webhook_service.delivery.backoff import RetryPolicy, parse_retry_after
 from webhook_service.delivery.transport import OutboundRequest, OutboundResponse, Transport
-from webhook_service.store.deliveries import Attempt, DeliveryStore, HealthPolicy, Job, Outcome
+from webhook_service.store.deliveries import (
+    Attempt,
+    DeliveryStore,
+    HealthPolicy,
+    Job,
+    LeaseResult,
+    NextLease,
+    Outcome,
+)
 from webhook_service.store.endpoints import open_secrets
 from webhook_service.timeutil import now_ms
 
@@ -98,6 +104,11 @@ class DeliveryEngine:
         leased = await self._store.lease(
             delivery_ids, token, self._clock(), self._lease_ms, self._endpoint_concurrency
         )
+        return self._send_leased(leased, token, chain)
+
+    def _send_leased(
+        self, leased: LeaseResult, token: str, chain: bool
+    ) -> tuple[list[Result], list[asyncio.Task[Result]]]:
         skipped = [Result(i, why) for i, why in leased.skipped.items()]
         tasks = [asyncio.create_task(self._deliver(job, token, chain)) for job in leased.jobs]
         for task in tasks:
@@ -132,18 +143,24 @@ class DeliveryEngine:
         headers.update(self._signer(job, started).headers(job.event_id, started // 1000, body))
         headers["Content-Type"] = "application/json"
         response = await self._transport.send(OutboundRequest(job.url, headers, body))
-        result, next_id = await self._record(job, token, started, response)
-        if chain and next_id is not None:
-            try:
-                await self._lease_and_send([next_id], chain=True)
-            except RedisError:
-                # Its due entry, two seconds on, brings it to the scheduler instead.
-                log.warning("parked delivery not taken over", extra={"delivery_id": next_id})
+        # With ``chain``, the record also leases the delivery parked for the slot this send
+        # frees, and this worker sends it next; without, the scheduler takes it over.
+        next_lease = None
+        if chain:
+            next_lease = NextLease(secrets.token_hex(8), self._lease_ms, self._endpoint_concurrency)
+        result, following = await self._record(job, token, started, response, next_lease)
+        if next_lease is not None and following is not None:
+            self._send_leased(following, next_lease.token, chain)
         return result
 
     async def _record(
-        self, job: Job, token: str, started: int, response: OutboundResponse
-    ) -> tuple[Result, str | None]:
+        self,
+        job: Job,
+        token: str,
+        started: int,
+        response: OutboundResponse,
+        next_lease: NextLease | None,
+    ) -> tuple[Result, LeaseResult | None]:
         outcome: Outcome = "fail"
         if response.status is not None and 200 <= response.status < 300:
             outcome = "ok"
@@ -175,6 +192,7 @@ class DeliveryEngine:
             outcome=outcome,
             delay_ms=delay_ms,
             health=self._health,
+            next_lease=next_lease,
         )
         log.info(
             "attempt recorded",
@@ -188,4 +206,4 @@ class DeliveryEngine:
                 "status": recorded.status,
             },
         )
-        return Result(job.delivery_id, recorded.status, job.attempt), recorded.next_id
+        return Result(job.delivery_id, recorded.status, job.attempt), recorded.next

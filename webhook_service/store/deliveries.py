@@ -43,18 +43,42 @@ class HealthPolicy:
 
 
 @dataclass(frozen=True)
-class Recorded:
-    status: str  # the delivery's status now, or 'stale' if the lease was no longer ours
-    attempts: int
-    # A delivery to the same endpoint that was waiting for the slot this attempt freed:
-    # the recorder should send it next.
-    next_id: str | None
-
-
-@dataclass(frozen=True)
 class LeaseResult:
     jobs: list[Job]
     skipped: dict[str, str]  # delivery id -> why it was not leased
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[list[str]]) -> LeaseResult:
+        """lease.lua's answer, one row per delivery: {id, 'go', ...the job} or {id, why}."""
+        jobs: list[Job] = []
+        skipped: dict[str, str] = {}
+        for row in rows:
+            if row[1] == "go":
+                headers = orjson.loads(row[8]) if row[8] else {}
+                jobs.append(
+                    Job(row[0], int(row[2]) + 1, row[3], row[4], row[5], row[6], row[7], headers)
+                )
+            else:
+                skipped[row[0]] = row[1]
+        return cls(jobs, skipped)
+
+
+@dataclass(frozen=True)
+class NextLease:
+    """Asks ``record`` to lease, for the caller, the delivery parked for the slot the
+    attempt frees: the same token and limits a ``lease`` call would take."""
+
+    token: str
+    lease_ms: int
+    max_in_flight: int
+
+
+@dataclass(frozen=True)
+class Recorded:
+    status: str  # the delivery's status now, or 'stale' if the lease was no longer ours
+    attempts: int
+    # The parked delivery record leased (NextLease), or why it could not: send it next.
+    next: LeaseResult | None = None
 
 
 @dataclass(frozen=True)
@@ -136,17 +160,7 @@ class DeliveryStore:
     ) -> LeaseResult:
         """Lease what may be sent now; ``max_in_flight`` caps the leases held per endpoint."""
         reply = await self._scripts.run("lease", [now_ms, token, lease_ms, max_in_flight, *ids])
-        jobs: list[Job] = []
-        skipped: dict[str, str] = {}
-        for row in reply:
-            if row[1] == "go":
-                headers = orjson.loads(row[8]) if row[8] else {}
-                jobs.append(
-                    Job(row[0], int(row[2]) + 1, row[3], row[4], row[5], row[6], row[7], headers)
-                )
-            else:
-                skipped[row[0]] = row[1]
-        return LeaseResult(jobs, skipped)
+        return LeaseResult.from_rows(reply)
 
     async def record(
         self,
@@ -158,8 +172,10 @@ class DeliveryStore:
         outcome: Outcome,
         delay_ms: int | None,
         health: HealthPolicy,
+        next_lease: NextLease | None = None,
     ) -> Recorded:
         """The delivery's new status (or 'stale': the lease was lost) and what comes next."""
+        take = next_lease
         # Operational events this attempt may cause need ids and a timestamp; Lua makes neither.
         ops_ids = [new_id("msg", now_ms) for _ in range(3)]
         reply = await self._scripts.run(
@@ -171,11 +187,14 @@ class DeliveryStore:
                 attempt.error or "",
                 health.disable_after_ms, iso(now_ms), health.ops_budget, *ops_ids,
                 keys.ATTEMPT_FIELD_MAX,
+                take.token if take else "", take.lease_ms if take else 0,
+                take.max_in_flight if take else 0,
             ],
         )  # fmt: skip
         if reply[0] == "stale":
-            return Recorded("stale", 0, None)
-        return Recorded(reply[0], int(reply[1]), reply[2] or None)
+            return Recorded("stale", 0)
+        following = LeaseResult.from_rows(reply[2:]) if len(reply) > 2 else None
+        return Recorded(reply[0], int(reply[1]), following)
 
     async def retry(self, delivery_ids: Sequence[str], now_ms: int, grace_ms: int) -> list[str]:
         """Per id: 'ok', 'pending' (already on its way) or 'missing'."""

@@ -57,6 +57,9 @@ heartbeats                 zset   Celery worker hostname by the ms of its last h
 scheduler:tick             str    the ms the acting scheduler last finished a pass
 retention:cursor           str    the last event id the retention trim walked past
 due                        zset   delivery id scored by the ms it next needs a worker
+wakeup:{queue}             hash   the newest wake-up the ingest script queued there: task
+                                  (its id), ids, count; lets the next event join it while
+                                  it waits (lua/common.lua push_wakeups)
 idem:{key}:{idempotency}   hash   state, hash, event, until; expires with the window
 lock:scheduler             str    the token of the scheduler that may act
 lock:tick                  str    the token of the POST /v1/cron/tick run in progress
@@ -172,6 +175,7 @@ LUA_KEYS = {
     "ep_stats": PREFIX + "stats:ep:",
     "retention_cursor": PREFIX + "retention:cursor",
     "due": DUE,
+    "wakeup": PREFIX + "wakeup:",
     "idem": PREFIX + "idem:",
     "limit": PREFIX + "limit:",
 }

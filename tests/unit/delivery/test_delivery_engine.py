@@ -12,7 +12,6 @@ from unittest import mock
 
 import pytest
 from aioresponses import aioresponses
-from redis.exceptions import RedisError
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from yarl import URL
 
@@ -49,7 +48,7 @@ class FakeStore:
     skipped: dict[str, str] = field(default_factory=dict)
     leases: list[tuple[list[str], str, int, int, int]] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
-    parked: list[str] = field(default_factory=list)  # handed back, one per record, as next
+    parked: list[Job] = field(default_factory=list)  # leased by a record that asks, one each
 
     async def lease(
         self, ids: Sequence[str], token: str, now_ms: int, lease_ms: int, max_in_flight: int
@@ -60,13 +59,15 @@ class FakeStore:
     async def record(self, **kwargs: Any) -> Recorded:
         self.records.append(kwargs)
         number = kwargs["attempt"].number
-        next_id = self.parked.pop(0) if self.parked else None
+        following = None
+        if kwargs.get("next_lease") is not None and self.parked:
+            following = LeaseResult([self.parked.pop(0)], {})
         if kwargs["outcome"] == "ok":
-            return Recorded("succeeded", number, next_id)
+            return Recorded("succeeded", number, following)
         if kwargs["outcome"] == "gone":
-            return Recorded("disabled", number, next_id)
+            return Recorded("disabled", number, following)
         status = "pending" if kwargs["delay_ms"] is not None else "failed"
-        return Recorded(status, number, next_id)
+        return Recorded(status, number, following)
 
 
 @pytest.fixture
@@ -498,34 +499,24 @@ async def test_start_waits_for_room_below_the_process_cap(box: SecretBox) -> Non
 
 
 async def test_a_freed_slot_is_passed_on_to_the_parked_delivery_at_once(box: SecretBox) -> None:
-    store = FakeStore([make_job(seal(box, (generate_secret(), None)))], parked=["dlv_parked"])
-    engine = make_engine(store, box, Receiver())
+    sealed = seal(box, (generate_secret(), None))
+    parked = make_job(sealed, delivery_id="dlv_parked")
+    store = FakeStore([make_job(sealed)], parked=[parked])
+    receiver = Receiver()
+    engine = make_engine(store, box, receiver)
     await engine.start([DELIVERY_ID])
     await engine.drain(5)
-    # The record handed back the parked delivery: this worker leased it next, itself.
-    assert [lease[0] for lease in store.leases] == [[DELIVERY_ID], ["dlv_parked"]]
+    # The record leased the parked delivery in the same step, under the token it was given,
+    # and this worker sent it: no second lease call.
+    assert [lease[0] for lease in store.leases] == [[DELIVERY_ID]]
+    assert [r["delivery_id"] for r in store.records] == [DELIVERY_ID, "dlv_parked"]
+    assert store.records[0]["next_lease"].token == store.records[1]["token"]
+    assert len(receiver.requests) == 2
 
 
 async def test_run_leaves_parked_deliveries_to_the_scheduler(box: SecretBox) -> None:
-    store = FakeStore([make_job(seal(box, (generate_secret(), None)))], parked=["dlv_parked"])
+    sealed = seal(box, (generate_secret(), None))
+    store = FakeStore([make_job(sealed)], parked=[make_job(sealed, delivery_id="dlv_parked")])
     await make_engine(store, box, Receiver()).run([DELIVERY_ID])
-    assert [lease[0] for lease in store.leases] == [[DELIVERY_ID]]
-
-
-async def test_a_failed_takeover_leaves_the_parked_delivery_to_the_scheduler(
-    box: SecretBox, caplog: pytest.LogCaptureFixture
-) -> None:
-    store = FakeStore([make_job(seal(box, (generate_secret(), None)))], parked=["dlv_parked"])
-    first_lease = store.lease
-
-    async def lease_once(*args: Any) -> LeaseResult:
-        if store.leases:
-            raise RedisError("gone")
-        return await first_lease(*args)
-
-    store.lease = lease_once  # type: ignore[method-assign]
-    engine = make_engine(store, box, Receiver())
-    await engine.start([DELIVERY_ID])
-    assert await engine.drain(5) == 0
-    assert [r["outcome"] for r in store.records] == ["ok"]  # the attempt itself was recorded
-    assert "parked delivery not taken over" in caplog.text
+    assert [r["next_lease"] for r in store.records] == [None]
+    assert [r["delivery_id"] for r in store.records] == [DELIVERY_ID]

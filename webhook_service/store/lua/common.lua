@@ -164,16 +164,38 @@ local function create_event(now, event_id, etype, body, key_id, endpoints, budge
   return ids, pending
 end
 
--- Celery wake-ups for these deliveries, one message per batch, from the template the API
--- built (workers/wakeup.py: #TASK# is the task id, #IDS# the comma list). Ids are made of
--- [0-9A-Za-z_], so gsub's '%' escapes cannot appear in them.
+-- Celery wake-ups for these deliveries, from the template the API built (workers/wakeup.py:
+-- #TASK# is the task id, #IDS# the comma list; ids are [0-9A-Za-z_], so gsub's '%' escapes
+-- cannot appear in them). While workers keep up the queue is empty, and each event gets a
+-- message of its own at once. When they fall behind, messages wait in the list, and a new
+-- event's ids join the newest waiting message (up to `batch` ids) rather than adding one:
+-- a backlog is drained in batches, as a coalescing publisher would drain it, without a
+-- wake-up ever being held back. The newest message is the list's head (LPUSH; consumers
+-- BRPOP the tail), and it is still ours to rewrite while it holds the task id we noted.
+local function fill_wakeup(template, task, ids)
+  return (string.gsub(string.gsub(template, '#TASK#', task), '#IDS#', ids))
+end
+
 local function push_wakeups(queue, template, batch, task_prefix, ids)
-  for first = 1, #ids, batch do
-    local chunk = {}
-    for i = first, math.min(#ids, first + batch - 1) do chunk[#chunk + 1] = ids[i] end
-    local message = string.gsub(template, '#TASK#', task_prefix .. '.' .. first)
-    message = string.gsub(message, '#IDS#', table.concat(chunk, ','))
-    redis.call('LPUSH', queue, message)
+  local noted = K.wakeup .. queue
+  local first = 1
+  local last = redis.call('HMGET', noted, 'task', 'ids', 'count')
+  local head = last[1] and redis.call('LINDEX', queue, 0)
+  if head and string.find(head, last[1], 1, true) then
+    local take = math.min(batch - tonumber(last[3]), #ids)
+    if take > 0 then
+      local joined = last[2] .. ',' .. table.concat(ids, ',', 1, take)
+      redis.call('LSET', queue, 0, fill_wakeup(template, last[1], joined))
+      redis.call('HSET', noted, 'ids', joined, 'count', tonumber(last[3]) + take)
+      first = take + 1
+    end
+  end
+  for start = first, #ids, batch do
+    local stop = math.min(#ids, start + batch - 1)
+    local task = task_prefix .. '.' .. start
+    local chunk = table.concat(ids, ',', start, stop)
+    redis.call('LPUSH', queue, fill_wakeup(template, task, chunk))
+    redis.call('HSET', noted, 'task', task, 'ids', chunk, 'count', stop - start + 1)
   end
 end
 
@@ -211,4 +233,67 @@ local function gcra(key, now, rate, burst)
   redis.call('SET', key, string.format('%.3f', next_tat), 'PX',
     math.ceil(next_tat - now + interval * burst))
   return 0
+end
+
+-- Take a lease on one delivery, or say why not: {id, why} or, leased, {id, 'go', attempts,
+-- event, endpoint, body, url, secrets, headers}. lease.lua takes a wake-up's batch with it;
+-- record.lua the parked delivery that the slot its attempt freed goes to.
+local function lease_one(id, now, token, lease_ms, max_in_flight)
+  local key = K.delivery .. id
+  local d = redis.call('HMGET', key, 'status', 'attempts', 'next_at', 'lease_until', 'event',
+    'endpoint')
+  if not d[1] then
+    redis.call('ZREM', K.due, id)
+    return {id, 'gone'}
+  elseif d[1] ~= 'pending' then
+    redis.call('ZREM', K.due, id)
+    return {id, 'done'}
+  elseif tonumber(d[4] or '0') > now then
+    return {id, 'leased'}
+  elseif tonumber(d[3]) > now + 1000 then
+    -- A stale wake-up for a retry that is not due yet: the due entry will wake it.
+    return {id, 'early'}
+  else
+    local ep_id = d[6]
+    local ep = redis.call('HMGET', K.endpoint .. ep_id, 'url', 'secrets', 'disabled',
+      'rate_limit', 'headers')
+    local inflight = K.inflight .. ep_id
+    if ep[1] then redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now) end
+    local rate = tonumber(ep[4] or '') or 0
+    if not ep[1] then
+      fail_unsent(id, 'endpoint_deleted', now)
+      return {id, 'failed'}
+    elseif redis.call('HEXISTS', K.event .. d[5], 'body') == 0 then
+      -- An admin expunged the payload: there is nothing left to send.
+      fail_unsent(id, 'payload_deleted', now)
+      redis.call('ZREM', K.parked .. ep_id, id)
+      return {id, 'failed'}
+    elseif ep[3] == '1' then
+      redis.call('HSET', key, 'status', 'disabled', 'updated', now)
+      move_status(id, 'pending', 'disabled')
+      redis.call('ZREM', K.due, id)
+      redis.call('ZREM', K.parked .. ep_id, id)
+      return {id, 'disabled'}
+    elseif redis.call('ZCARD', inflight) >= max_in_flight then
+      -- Wait for a slot: the send that frees one wakes the longest-parked delivery. The due
+      -- entry is only the fallback, should no slot free in a whole lease.
+      redis.call('ZADD', K.parked .. ep_id, 'NX', now, id)
+      redis.call('ZADD', K.due, now + lease_ms, id)
+      return {id, 'busy'}
+    else
+      local wait = 0
+      if rate > 0 then wait = gcra(K.rate .. ep_id, now, rate, math.max(1, math.floor(rate))) end
+      if wait > 0 then
+        redis.call('ZADD', K.due, now + wait, id)
+        return {id, 'throttled'}
+      else
+        local ev = redis.call('HMGET', K.event .. d[5], 'body')
+        redis.call('HSET', key, 'lease', token, 'lease_until', now + lease_ms)
+        redis.call('ZADD', K.due, now + lease_ms, id)
+        redis.call('ZADD', inflight, now + lease_ms, id)
+        redis.call('ZREM', K.parked .. ep_id, id)
+        return {id, 'go', d[2], d[5], ep_id, ev[1] or '', ep[1], ep[2], ep[5] or ''}
+      end
+    end
+  end
 end

@@ -8,7 +8,8 @@
 -- compact encoding); a longer one goes to the delivery's overflow list.
 -- ARGV: now_ms, token, id, attempt_json, outcome ('ok'|'fail'|'gone'),
 --       delay_ms (-1 = no more tries), code ('' = none), error ('' = none),
---       disable_after_ms, now_iso, ops_budget, ops event ids (3), attempt_field_max
+--       disable_after_ms, now_iso, ops_budget, ops event ids (3), attempt_field_max,
+--       next_token ('' = leave a parked delivery to the scheduler), lease_ms, max_in_flight
 local now, token, id = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local key = K.delivery .. id
 local d = redis.call('HMGET', key, 'lease', 'status', 'attempts', 'budget', 'endpoint', 'type',
@@ -24,11 +25,13 @@ else
 end
 
 redis.call('ZREM', K.inflight .. ep, id)
--- The freed slot goes to the longest-parked delivery: the caller sends it next. Its due
--- entry, two seconds on, is the scheduler's cue should the caller die first.
+-- The freed slot goes to the longest-parked delivery. Given a token, this script leases it
+-- for the caller at the end (after this attempt's own changes, which may have disabled the
+-- endpoint), which saves a round trip per delivery to an endpoint at its limit; without,
+-- its due entry two seconds on brings it to the scheduler.
+local next_token = ARGV[16]
 local parked = redis.call('ZPOPMIN', K.parked .. ep)
-local next_id = parked[1] or ''
-if parked[1] then redis.call('ZADD', K.due, now + 2000, parked[1]) end
+if parked[1] and next_token == '' then redis.call('ZADD', K.due, now + 2000, parked[1]) end
 
 local ctx = {now = now, iso = ARGV[10], budget = tonumber(ARGV[11]),
   ids = {ARGV[12], ARGV[13], ARGV[14]}}
@@ -102,4 +105,8 @@ redis.call('HSET', key, unpack(set))
 redis.call('HDEL', key, unpack(dead))
 note_attempt(id, ep, attempts, status, code, err, ARGV[4], now)
 move_status(id, 'pending', status)
-return {status, attempts, next_id}
+if parked[1] and next_token ~= '' then
+  return {status, attempts,
+    lease_one(parked[1], now, next_token, tonumber(ARGV[17]), tonumber(ARGV[18]))}
+end
+return {status, attempts}
