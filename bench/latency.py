@@ -21,6 +21,7 @@ from bench.naive.publish import publish, publish_paced
 from bench.plan import Plan
 from bench.rig import Rig
 from bench.stats import percentile, spread
+from webhook_service.ids import event_deliveries
 from webhook_service.store import keys
 
 # Events whose keys are weighed one by one for the breakdown of the footprint.
@@ -65,7 +66,7 @@ def _key_bytes(rig: Rig, event_ids: list[str]) -> dict[str, float]:
         event = cast(dict[str, str], rig.redis.hgetall(keys.event(event_id)))
         event_bytes.append(_usage(rig, keys.event(event_id)))
         body_bytes.append(len(event.get("body", "").encode()))
-        deliveries = [d for d in event.get("dlvs", "").split(",") if d]
+        deliveries = event_deliveries(event_id, event.get("dlvs"))
         delivery_bytes.append(
             sum(rig.redis.memory_usage(keys.delivery(d)) or 0 for d in deliveries)
         )

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import redis
 
+from webhook_service.store import keys
+
 _START_TIMEOUT = 15.0
 
 
@@ -71,6 +73,7 @@ def start_valkey(
         "--appendfsync", "everysec",
         "--maxmemory-policy", "noeviction",
         "--save", "",
+        "--hash-max-listpack-value", str(keys.HASH_MAX_LISTPACK_VALUE),
         "--daemonize", "no",
         "--logfile", str(directory / "valkey.log"),
         *extra,

@@ -12,6 +12,7 @@ import redis
 from tests.integration.conftest import Api, create_endpoint, send_event, settings_for, wait_for
 from tests.support.receiver import Receiver
 from tests.support.stack import Stack
+from webhook_service.ids import event_deliveries
 from webhook_service.store import keys
 from webhook_service.store.retention import DAY_MS, trim
 from webhook_service.store.scripts import Scripts
@@ -93,7 +94,7 @@ async def test_trim_deletes_old_finished_history_in_bounded_slices(
 
 
 def _young_deliveries(client: redis.Redis, event_id: str) -> set[str]:
-    return set((client.hget(keys.event(event_id), "dlvs") or "").split(","))
+    return set(event_deliveries(event_id, client.hget(keys.event(event_id), "dlvs")))
 
 
 async def test_the_scheduler_trims_on_its_pass(api: Api, receiver: Receiver, stack: Stack) -> None:

@@ -19,6 +19,7 @@ from celery import Celery
 
 from webhook_service.cli import ROLES
 from webhook_service.config import Settings
+from webhook_service.store import keys
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -141,6 +142,8 @@ def test_valkey_keeps_an_aof_never_evicts_and_has_a_named_volume(
     assert options["--appendonly"] == "yes"
     assert options["--maxmemory-policy"] == "noeviction"
     assert options["--appendfsync"] in ("everysec", "always")
+    # The compact-hash setting the key layout is sized for (keys.py).
+    assert options["--hash-max-listpack-value"] == str(keys.HASH_MAX_LISTPACK_VALUE)
     (mount,) = valkey["volumes"]
     volume, _, target = mount.partition(":")
     assert target == "/data" and volume in compose["volumes"]

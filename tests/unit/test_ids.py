@@ -8,7 +8,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook_service.ids import delivery_id, id_bound, id_time_ms, looks_like, new_id
+from webhook_service.ids import (
+    delivery_event,
+    delivery_id,
+    delivery_tail,
+    event_deliveries,
+    id_bound,
+    id_time_ms,
+    looks_like,
+    new_id,
+    seq_tail,
+    tail_endpoint,
+)
 
 MAX_MS = 2**48 - 1  # 48 bits of milliseconds: the year 10889
 ms_values = st.integers(min_value=0, max_value=MAX_MS)
@@ -93,9 +104,51 @@ def test_delivery_id_joins_the_two_bodies() -> None:
 
 
 def test_delivery_id_matches_what_the_ingest_script_builds() -> None:
-    # ingest.lua: 'dlv_' .. string.sub(event_id, 5) .. string.sub(ep, 4)
+    # common.lua create_delivery, for an endpoint without a sequence number:
+    # 'dlv_' .. string.sub(event_id, 5) .. string.sub(ep, 4)
+    # (tests/integration/test_delivery_ids.py runs the script itself)
     event, endpoint = new_id("msg", 1), new_id("ep", 2)
     assert delivery_id(event, endpoint) == "dlv_" + event[5 - 1 :] + endpoint[4 - 1 :]
+
+
+@pytest.mark.parametrize(
+    ("seq", "tail"),
+    [(1, "11"), (31, "1Z"), (32, "210"), (1023, "2ZZ"), (1024, "3100"), (2**40, "91" + "0" * 8)],
+)
+def test_seq_tail_is_digit_count_then_base32_digits(seq: int, tail: str) -> None:
+    assert seq_tail(seq) == tail
+
+
+def test_seq_tails_sort_as_their_numbers_and_after_any_endpoint_body() -> None:
+    numbers = [1, 2, 9, 10, 31, 32, 33, 1000, 1023, 1024, 40_000, 2**30, 2**35]
+    assert sorted(numbers, key=seq_tail) == numbers
+    assert all(new_id("ep")[3:] < seq_tail(n) for n in numbers)
+    with pytest.raises(ValueError):
+        seq_tail(0)
+
+
+def test_delivery_id_with_a_sequence_number_is_short_and_sorts_by_event_time() -> None:
+    event, endpoint = new_id("msg", 1000), new_id("ep", 2000)
+    dlv = delivery_id(event, endpoint, 5)
+    assert dlv == "dlv_" + event[4:] + "15" and len(dlv) == 32
+    assert looks_like(dlv, "dlv") and id_time_ms(dlv) == 1000
+    assert delivery_id(event, endpoint, 5) != delivery_id(event, endpoint, 6)
+    assert delivery_tail(dlv) == "15" and tail_endpoint("15") is None
+    assert tail_endpoint(delivery_tail(delivery_id(event, endpoint))) == endpoint
+    assert delivery_event(dlv) == delivery_event(delivery_id(event, endpoint)) == event
+    later = new_id("msg", 1001)
+    assert delivery_id(event, endpoint, 2**20) < delivery_id(later, endpoint, 1)
+    assert delivery_id(event, endpoint) < delivery_id(event, endpoint, 1)
+
+
+def test_event_deliveries_expand_tails_and_keep_whole_ids() -> None:
+    event, endpoint = new_id("msg", 1000), new_id("ep", 2000)
+    replayed = delivery_id(new_id("msg", 3000), endpoint, 7)
+    dlvs = ",".join(["11", endpoint[3:], replayed])
+    assert event_deliveries(event, dlvs) == [
+        delivery_id(event, "", 1), delivery_id(event, endpoint), replayed,
+    ]  # fmt: skip
+    assert event_deliveries(event, None) == event_deliveries(event, "") == []
 
 
 @pytest.mark.parametrize("prefix", ["msg", "ep", "evt", "x"])
@@ -128,3 +181,10 @@ def test_looks_like_rejects_the_wrong_kind_of_delivery_id() -> None:
     dlv = delivery_id(new_id("msg", 1), new_id("ep", 2))
     assert not looks_like(dlv, "msg")
     assert not looks_like(dlv[:-1], "dlv")
+    short = delivery_id(new_id("msg", 1), "", 40)
+    assert looks_like(short, "dlv") and not looks_like(short, "msg")
+    assert not looks_like(short[:-1], "dlv")  # the count says one more digit
+    assert not looks_like(short + "0", "dlv")
+    assert not looks_like(short[:30] + "201", "dlv")  # a leading zero digit
+    assert not looks_like(short[:30] + "1", "dlv")  # a count without digits
+    assert not looks_like(short[:30] + "0", "dlv")

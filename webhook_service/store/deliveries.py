@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import orjson
 from redis.asyncio import Redis
 
-from webhook_service.ids import new_id
+from webhook_service.ids import delivery_event, delivery_tail, id_time_ms, new_id, tail_endpoint
 from webhook_service.store import keys
 from webhook_service.store.scripts import Scripts
 from webhook_service.timeutil import iso
@@ -132,17 +132,26 @@ class DeliveryRecord:
     )  # fmt: skip
 
     @classmethod
-    def from_hash(cls, delivery_id: str, raw: dict[str, str]) -> DeliveryRecord:
+    def from_hash(
+        cls,
+        delivery_id: str,
+        raw: dict[str, str],
+        event_type: str | None = None,
+        endpoint_id: str | None = None,
+    ) -> DeliveryRecord:
+        """The record from its hash, which leaves out what its id says (keys.py, "Derived
+        fields"): event_type is then the type of the event the id names, endpoint_id the
+        endpoint its tail names (DeliveryStore._read looks both up)."""
         status: Status = raw["status"]  # type: ignore[assignment]
         return cls(
             id=delivery_id,
-            event_id=raw["event"],
-            endpoint_id=raw["endpoint"],
-            event_type=raw["type"],
+            event_id=raw.get("event") or delivery_event(delivery_id),
+            endpoint_id=raw.get("endpoint") or endpoint_id or "",
+            event_type=raw.get("type") or event_type or "",
             status=status,
             attempts=int(raw["attempts"]),
             next_at_ms=int(raw["next_at"]) if status == "pending" else None,
-            created_ms=int(raw["created"]),
+            created_ms=int(raw["created"]) if raw.get("created") else id_time_ms(delivery_id),
             updated_ms=int(raw["updated"]),
             last_code=int(raw["code"]) if raw.get("code") else None,
             last_error=raw.get("error") or None,
@@ -204,22 +213,47 @@ class DeliveryStore:
         return result
 
     async def get(self, delivery_id: str) -> DeliveryRecord | None:
-        raw = cast(dict[str, str], await self._redis.hgetall(keys.delivery(delivery_id)))
-        return DeliveryRecord.from_hash(delivery_id, raw) if raw else None
+        return next(iter(await self._read([delivery_id], None)), None)
 
     async def get_many(self, ids: Sequence[str]) -> list[DeliveryRecord]:
-        fields = DeliveryRecord.FIELDS
+        return await self._read(ids, DeliveryRecord.FIELDS)
+
+    async def _read(self, ids: Sequence[str], fields: Sequence[str] | None) -> list[DeliveryRecord]:
+        """The records that exist, in order; every field, or these. In the same round trip,
+        what the hashes may leave out (keys.py, "Derived fields"): the type of each event
+        the ids start with, and the endpoint each sequence number at their end stands for."""
+        events = list(dict.fromkeys(delivery_event(d) for d in ids))
+        tails = list(dict.fromkeys(t for t in map(delivery_tail, ids) if tail_endpoint(t) is None))
         async with self._redis.pipeline(transaction=False) as pipe:
             for delivery_id in ids:
-                pipe.hmget(keys.delivery(delivery_id), fields)
-            rows: list[list[str | None]] = await pipe.execute()
+                if fields is None:
+                    pipe.hgetall(keys.delivery(delivery_id))
+                else:
+                    pipe.hmget(keys.delivery(delivery_id), fields)
+            for event_id in events:
+                pipe.hget(keys.event(event_id), "type")
+            if tails:
+                pipe.hmget(keys.ENDPOINT_SEQS, tails)
+            replies: list[Any] = await pipe.execute()
+        types = dict(zip(events, replies[len(ids) : len(ids) + len(events)], strict=True))
+        endpoints = dict(zip(tails, replies[-1], strict=True)) if tails else {}
         records = []
-        for delivery_id, row in zip(ids, rows, strict=True):
-            raw = {
-                name: value for name, value in zip(fields, row, strict=True) if value is not None
-            }
+        for delivery_id, row in zip(ids, replies[: len(ids)], strict=True):
+            raw: dict[str, str] = (
+                row
+                if fields is None
+                else {n: v for n, v in zip(fields, row, strict=True) if v is not None}
+            )
             if raw:
-                records.append(DeliveryRecord.from_hash(delivery_id, raw))
+                tail = delivery_tail(delivery_id)
+                records.append(
+                    DeliveryRecord.from_hash(
+                        delivery_id,
+                        raw,
+                        types[delivery_event(delivery_id)],
+                        tail_endpoint(tail) or endpoints.get(tail),
+                    )
+                )
         return records
 
     async def attempts(self, delivery_id: str) -> list[Attempt]:

@@ -7,7 +7,7 @@ from typing import Literal, cast
 
 from redis.asyncio import Redis
 
-from webhook_service.ids import new_id
+from webhook_service.ids import event_deliveries, id_time_ms, new_id
 from webhook_service.store import keys
 from webhook_service.store.scripts import Scripts
 
@@ -116,10 +116,10 @@ class EventStore:
         return EventRecord(
             id=event_id,
             type=raw["type"],
-            created_ms=int(raw["created"]),
+            created_ms=int(raw["created"]) if raw.get("created") else id_time_ms(event_id),
             body=raw.get("body"),
             key_id=raw.get("key", ""),
-            delivery_ids=[d for d in raw.get("dlvs", "").split(",") if d],
+            delivery_ids=event_deliveries(event_id, raw.get("dlvs")),
         )
 
     async def replay(

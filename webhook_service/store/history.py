@@ -19,7 +19,7 @@ from typing import Generic, Protocol, TypeVar, cast
 
 from redis.asyncio import Redis
 
-from webhook_service.ids import id_bound, id_time_ms
+from webhook_service.ids import event_deliveries, id_bound, id_time_ms
 from webhook_service.store import keys
 from webhook_service.store.deliveries import DeliveryRecord, DeliveryStore
 
@@ -196,7 +196,7 @@ async def event_summaries(redis: Redis, ids: Sequence[str]) -> list[EventSummary
         EventSummary(
             id=event_id,
             type=etype,
-            created_ms=int(created or 0),
+            created_ms=int(created) if created else id_time_ms(event_id),
             key_id=key or "",
             deliveries=len([d for d in (dlvs or "").split(",") if d]),
             payload_deleted=expunged is not None,
@@ -275,10 +275,11 @@ async def _from_event(
     redis: Redis, store: DeliveryStore, query: DeliveryFilter, limit: int, cursor: str | None
 ) -> Page[DeliveryRecord]:
     """An event names its own deliveries: read them, no index needed."""
-    dlvs = cast(str | None, await redis.hget(keys.event(query.event_id or ""), "dlvs"))
+    event_id = query.event_id or ""
+    dlvs = cast(str | None, await redis.hget(keys.event(event_id), "dlvs"))
     # A delivery id carries its creation time: the event's, or a replay's.
     ids = sorted(
-        (d for d in (dlvs or "").split(",") if d and query.covers(id_time_ms(d))),
+        (d for d in event_deliveries(event_id, dlvs) if query.covers(id_time_ms(d))),
         reverse=True,
     )
     if cursor:

@@ -12,19 +12,27 @@ key                        type   holds
 endpoint:{ep}              hash   url, description, event_types (JSON), disabled,
                                   disabled_reason, disabled_at, headers (JSON), rate_limit,
                                   operations, secrets (encrypted JSON), created, updated,
-                                  failing_since, troubled, last_success
+                                  failing_since, troubled, last_success, seq (its
+                                  sequence number, which its delivery ids end with;
+                                  none on an endpoint made before they existed)
 endpoints                  zset   every endpoint id (score 0, ordered by id = time)
+endpoints:seq              str    the last endpoint sequence number given (INCR)
+endpoints:seqs             hash   delivery id tail (ids.seq_tail) -> endpoint id, for every
+                                  endpoint given a sequence number, deleted ones too
 sub:type:{type}            set    endpoints subscribed to one event type
 sub:all                    set    endpoints that take every type
 sub:ops                    set    operations endpoints: they get our operational events
 inflight:{ep}              zset   deliveries being sent to one endpoint, by lease expiry
 parked:{ep}                zset   deliveries waiting for one of those slots to free
 rate:{ep}                  str    the endpoint's rate limiter state (GCRA arrival time)
-event:{msg}                hash   type, created (ms), body (the exact bytes we sign),
-                                  key (producer key id), dlvs (delivery ids, comma list),
+event:{msg}                hash   type, created (ms) (**), body (the exact bytes we sign),
+                                  key (producer key id), dlvs (delivery ids, comma list;
+                                  one starting with the event's body as its tail only,
+                                  ids.event_deliveries),
                                   expunged (ms the body was deleted, then no body)
-delivery:{dlv}             hash   event, endpoint, type, status, attempts, budget,
-                                  next_at, created, updated, code, error, lease, lease_until,
+delivery:{dlv}             hash   event (**), endpoint (**), type (**), status, attempts,
+                                  budget, next_at, created (**), updated, code, error,
+                                  lease, lease_until,
                                   class (of the last attempt: 2xx..5xx, timeout, network),
                                   a{n}: attempt n as JSON, if no longer than
                                   ATTEMPT_FIELD_MAX. Nothing dead is kept: code and error
@@ -83,6 +91,17 @@ delivery, an entry apiece, while narrowing a query hardly at all; a query for on
 reads a broader index (the endpoint's, the type's, idx:dlv) and filters while reading
 (store/history.py). The scripts skip their ZADDs (ZREM stays: it is harmless on a missing
 member, and keeps data written before this rule in step).
+
+(**) Derived fields: a hash leaves out what its id says, and readers take it from there
+(common.lua delivery_event / delivery_endpoint / delivery_created / delivery_type,
+DeliveryRecord.from_hash and DeliveryStore._read, EventStore.get). ``created`` is written
+only when it differs from the time in the id (ids.id_time_ms), which it never does for ids
+made with the same clock reading. A delivery's ``endpoint`` is named by its id's tail
+(ids.delivery_tail): an endpoint's id body, or a sequence number endpoints:seqs maps to
+the endpoint. A delivery whose id starts with its event's body (every one but a replay's:
+ids.delivery_event) has neither ``event`` nor ``type``: its type is its event's, read in
+the same round trip (an event outlives its deliveries, see lua/trim.lua). A replay's
+delivery keeps both. Data written before these rules has every field, and reads the same.
 """
 
 from __future__ import annotations
@@ -97,6 +116,8 @@ QUEUE_FRESH = "whs.deliveries"
 QUEUE_RETRY = "whs.retries"
 
 ENDPOINTS = PREFIX + "endpoints"
+ENDPOINT_SEQ = PREFIX + "endpoints:seq"
+ENDPOINT_SEQS = PREFIX + "endpoints:seqs"
 SUB_ALL = PREFIX + "sub:all"
 SUB_OPS = PREFIX + "sub:ops"
 EVENTS_INDEX = PREFIX + "idx:events"
@@ -127,11 +148,18 @@ LUA_UNINDEXED: dict[str, frozenset[str]] = {
     "dlv_by_attempts": frozenset(str(n) for n in UNINDEXED_ATTEMPTS),
 }
 
-# An attempt's JSON goes into its delivery's hash (field a{n}) only when this short: the
-# server keeps a hash compact (listpack) while every value is at most hash-max-listpack-value
-# bytes (64 by default); one longer value turns the whole hash into a table about twice its
-# size, more than the overflow list costs. record.lua gets it from DeliveryStore.record.
-ATTEMPT_FIELD_MAX = 64
+# The server keeps a hash compact (a listpack, about half the size of a table) while every
+# value is at most hash-max-listpack-value bytes; one longer value turns the whole hash into
+# a table. Valkey's default is 64, which an event's body or its delivery list, or an attempt
+# with a response body, soon passes. We recommend this value (docs/deploy.md), and set it
+# on every server we start ourselves (embedded.py, docker-compose.yml). A server left at 64
+# works the same, only with bigger hashes.
+HASH_MAX_LISTPACK_VALUE = 512
+
+# An attempt's JSON goes into its delivery's hash (field a{n}) only when it keeps the hash
+# compact on a server with the recommended setting; a longer one would cost more in the
+# table it makes than the overflow list costs. record.lua gets it from DeliveryStore.record.
+ATTEMPT_FIELD_MAX = HASH_MAX_LISTPACK_VALUE
 _ATTEMPT_FIELD = re.compile(r"a([1-9][0-9]*)")
 
 
@@ -150,6 +178,8 @@ def attempt_number(field: str) -> int | None:
 LUA_KEYS = {
     "endpoint": PREFIX + "endpoint:",
     "endpoints": ENDPOINTS,
+    "endpoint_seq": ENDPOINT_SEQ,
+    "endpoint_seqs": ENDPOINT_SEQS,
     "sub_type": PREFIX + "sub:type:",
     "sub_all": SUB_ALL,
     "sub_ops": SUB_OPS,

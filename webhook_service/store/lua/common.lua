@@ -1,6 +1,65 @@
 -- Helpers shared by every script; scripts.py prepends `local K = {...}` (the key templates
 -- from keys.py) and this file to each script, so key names are spelled only in keys.py.
 
+-- Ids (ids.py): a prefix, '_', 10 Crockford base32 characters of ms, then the rest.
+local ALPHABET = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
+local function id_time(id)
+  local at = string.find(id, '_', 1, true)
+  local ms = 0
+  for i = at + 1, at + 10 do
+    ms = ms * 32 + string.find(ALPHABET, string.sub(id, i, i), 1, true) - 1
+  end
+  return ms
+end
+
+-- The end of a delivery id: the endpoint's sequence number, its count of base32 digits
+-- then the digits; or, for an endpoint made before it had one, its id body (ids.seq_tail).
+local function endpoint_tail(ep, seq)
+  if not seq then return string.sub(ep, 4) end
+  local n, digits = tonumber(seq), ''
+  repeat
+    local d = n % 32
+    digits = string.sub(ALPHABET, d + 1, d + 1) .. digits
+    n = (n - d) / 32
+  until n == 0
+  return string.sub(ALPHABET, #digits + 1, #digits + 1) .. digits
+end
+
+-- Fields a hash leaves out when its id says them (keys.py, "Derived fields"): an event's
+-- and a delivery's created (the time in the id); a delivery's endpoint (its id's tail,
+-- after 'dlv_' and 26 characters: an endpoint's id body, or a sequence number that
+-- endpoint_seqs maps); a delivery's event, when its id starts with the event's body (not
+-- a replay's), and then its type too (its event's).
+local function delivery_endpoint(id, d_endpoint)
+  if d_endpoint then return d_endpoint end
+  local tail = string.sub(id, 31)
+  if #tail == 26 then return 'ep_' .. tail end
+  return redis.call('HGET', K.endpoint_seqs, tail)
+end
+local function delivery_event(id, d_event)
+  return d_event or ('msg_' .. string.sub(id, 5, 30))
+end
+local function delivery_created(id, d_created)
+  return tonumber(d_created) or id_time(id)
+end
+local function delivery_type(id, d_type, d_event)
+  return d_type or redis.call('HGET', K.event .. delivery_event(id, d_event), 'type')
+end
+
+-- An event's dlvs field: its deliveries, comma separated; one whose id starts with the
+-- event's body by its tail only (the rest of its id), a replay's by its whole id
+-- (ids.event_deliveries). Returns the ids and the entries, in the same order.
+local function event_deliveries(event_id, dlvs)
+  local head = 'dlv_' .. string.sub(event_id, 5)
+  local ids, entries = {}, {}
+  for entry in string.gmatch(dlvs or '', '[^,]+') do
+    entries[#entries + 1] = entry
+    if string.sub(entry, 1, 4) == 'dlv_' then ids[#ids + 1] = entry
+    else ids[#ids + 1] = head .. entry end
+  end
+  return ids, entries
+end
+
 -- Sparse indexes: the values most deliveries end with (scripts.py hands keys.py's list over
 -- as UNINDEXED) get no entries; a query for one filters a broader index. kind is the
 -- template of the index (K's field name); its per-endpoint twin follows it. Removing is
@@ -14,7 +73,7 @@ end
 local FINAL = {succeeded = true, failed = true, disabled = true}
 local function move_status(id, old, new)
   if old == new then return end
-  local ep = redis.call('HGET', K.delivery .. id, 'endpoint')
+  local ep = delivery_endpoint(id, redis.call('HGET', K.delivery .. id, 'endpoint'))
   if old then
     redis.call('ZREM', K.dlv_by_status .. old, id)
     redis.call('ZREM', K.dlv_by_ep_status .. ep .. ':' .. old, id)
@@ -78,7 +137,7 @@ local function note_attempt(id, ep, attempts, status, code, err, attempt_json, n
   redis.call('HINCRBY', K.metrics, 'duration_sum_ms', ms)
   local ok = class == '2xx'
   if ok then
-    local latency = math.max(0, now - tonumber(d[2] or now))
+    local latency = math.max(0, now - delivery_created(id, d[2]))
     redis.call('HINCRBY', K.metrics, 'latency:' .. log2_bucket(latency), 1)
     redis.call('HINCRBY', K.metrics, 'latency_sum_ms', latency)
   end
@@ -123,13 +182,27 @@ local function subscribe(id, types_json)
   for _, k in ipairs(subscription_keys(types_json)) do redis.call('SADD', k, id) end
 end
 
--- One delivery of an event to an endpoint, with its indexes; returns its status.
-local function create_delivery(now, id, event_id, ep, etype, budget, due_at)
+-- One delivery of an event to an endpoint, with its indexes; returns its id and status.
+-- The id is 'dlv_', part (the event's id body, or a replay's own, 26 characters), then
+-- the endpoint's tail: ids.delivery_id.
+local function create_delivery(now, part, event_id, ep, etype, budget, due_at)
+  local e = redis.call('HMGET', K.endpoint .. ep, 'disabled', 'seq')
+  local id = 'dlv_' .. part .. endpoint_tail(ep, e[2])
   local status = 'pending'
-  if redis.call('HGET', K.endpoint .. ep, 'disabled') == '1' then status = 'disabled' end
-  redis.call('HSET', K.delivery .. id, 'event', event_id, 'endpoint', ep, 'type', etype,
-    'status', status, 'attempts', 0, 'budget', budget, 'next_at', now,
-    'created', now, 'updated', now)
+  if e[1] == '1' then status = 'disabled' end
+  local fields = {'status', status, 'attempts', 0, 'budget', budget, 'next_at', now,
+    'updated', now}
+  if event_id ~= 'msg_' .. part then
+    table.insert(fields, 'event')
+    table.insert(fields, event_id)
+    table.insert(fields, 'type')
+    table.insert(fields, etype)
+  end
+  if now ~= id_time(id) then
+    table.insert(fields, 'created')
+    table.insert(fields, now)
+  end
+  redis.call('HSET', K.delivery .. id, unpack(fields))
   redis.call('ZADD', K.dlv_index, 0, id)
   redis.call('ZADD', K.dlv_by_endpoint .. ep, 0, id)
   redis.call('ZADD', K.dlv_by_type .. etype, 0, id)
@@ -139,7 +212,7 @@ local function create_delivery(now, id, event_id, ep, etype, budget, due_at)
   end
   move_status(id, nil, status)
   if status == 'pending' then redis.call('ZADD', K.due, due_at, id) end
-  return status
+  return id, status
 end
 
 -- Write one event and one delivery per endpoint, with their indexes. A disabled endpoint's
@@ -148,16 +221,16 @@ end
 -- Returns every delivery id and the pending ones.
 local function create_event(now, event_id, etype, body, key_id, endpoints, budget, due_at)
   local event_part = string.sub(event_id, 5)
-  local ids, pending = {}, {}
+  local ids, pending, tails = {}, {}, {}
   for i, ep in ipairs(endpoints) do
-    local id = 'dlv_' .. event_part .. string.sub(ep, 4)
+    local id, status = create_delivery(now, event_part, event_id, ep, etype, budget, due_at)
     ids[i] = id
-    if create_delivery(now, id, event_id, ep, etype, budget, due_at) == 'pending' then
-      pending[#pending + 1] = id
-    end
+    tails[i] = string.sub(id, 31)
+    if status == 'pending' then pending[#pending + 1] = id end
   end
-  redis.call('HSET', K.event .. event_id, 'type', etype, 'created', now, 'body', body,
-    'key', key_id, 'dlvs', table.concat(ids, ','))
+  redis.call('HSET', K.event .. event_id, 'type', etype, 'body', body, 'key', key_id, 'dlvs',
+    table.concat(tails, ','))
+  if now ~= id_time(event_id) then redis.call('HSET', K.event .. event_id, 'created', now) end
   redis.call('ZADD', K.events_index, 0, event_id)
   redis.call('ZADD', K.events_by_type .. etype, 0, event_id)
   redis.call('ZADD', K.events_by_key .. key_id, 0, event_id)
@@ -254,7 +327,7 @@ local function lease_one(id, now, token, lease_ms, max_in_flight)
     -- A stale wake-up for a retry that is not due yet: the due entry will wake it.
     return {id, 'early'}
   else
-    local ep_id = d[6]
+    local ep_id, event_id = delivery_endpoint(id, d[6]), delivery_event(id, d[5])
     local ep = redis.call('HMGET', K.endpoint .. ep_id, 'url', 'secrets', 'disabled',
       'rate_limit', 'headers')
     local inflight = K.inflight .. ep_id
@@ -263,7 +336,7 @@ local function lease_one(id, now, token, lease_ms, max_in_flight)
     if not ep[1] then
       fail_unsent(id, 'endpoint_deleted', now)
       return {id, 'failed'}
-    elseif redis.call('HEXISTS', K.event .. d[5], 'body') == 0 then
+    elseif redis.call('HEXISTS', K.event .. event_id, 'body') == 0 then
       -- An admin expunged the payload: there is nothing left to send.
       fail_unsent(id, 'payload_deleted', now)
       redis.call('ZREM', K.parked .. ep_id, id)
@@ -287,12 +360,12 @@ local function lease_one(id, now, token, lease_ms, max_in_flight)
         redis.call('ZADD', K.due, now + wait, id)
         return {id, 'throttled'}
       else
-        local ev = redis.call('HMGET', K.event .. d[5], 'body')
+        local ev = redis.call('HMGET', K.event .. event_id, 'body')
         redis.call('HSET', key, 'lease', token, 'lease_until', now + lease_ms)
         redis.call('ZADD', K.due, now + lease_ms, id)
         redis.call('ZADD', inflight, now + lease_ms, id)
         redis.call('ZREM', K.parked .. ep_id, id)
-        return {id, 'go', d[2], d[5], ep_id, ev[1] or '', ep[1], ep[2], ep[5] or ''}
+        return {id, 'go', d[2], event_id, ep_id, ev[1] or '', ep[1], ep[2], ep[5] or ''}
       end
     end
   end

@@ -18,7 +18,8 @@ if idem_key ~= '' then
       local _, commas = string.gsub(ev[3], ',', '')
       count = commas + 1
     end
-    return {'replay', rec[3], ev[1] or etype, ev[2] or '0', count}
+    local created = ev[2] or (ev[1] and id_time(rec[3])) or 0
+    return {'replay', rec[3], ev[1] or etype, created, count}
   end
 end
 

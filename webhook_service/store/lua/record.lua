@@ -15,7 +15,8 @@ local key = K.delivery .. id
 local d = redis.call('HMGET', key, 'lease', 'status', 'attempts', 'budget', 'endpoint', 'type',
   'event')
 if d[1] ~= token or d[2] ~= 'pending' then return {'stale'} end
-local ep, etype = d[5], d[6]
+local ep, event_id = delivery_endpoint(id, d[5]), delivery_event(id, d[7])
+local etype = delivery_type(id, d[6], d[7])
 local outcome, delay, code, err = ARGV[5], tonumber(ARGV[6]), ARGV[7], ARGV[8]
 local attempts = tonumber(d[3]) + 1
 if #ARGV[4] <= tonumber(ARGV[15]) then
@@ -70,7 +71,7 @@ else
     if ep_exists then
       redis.call('HSET', ep_key, 'troubled', '1')
       if tell then
-        emit_ops(ctx, 'delivery.exhausted', {delivery_id = id, event_id = d[7],
+        emit_ops(ctx, 'delivery.exhausted', {delivery_id = id, event_id = event_id,
           endpoint_id = ep, event_type = etype, attempts = attempts,
           last_status_code = tonumber(code) or cjson.null,
           last_error = (err ~= '' and err) or cjson.null})

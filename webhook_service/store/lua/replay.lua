@@ -25,11 +25,9 @@ else
 end
 local ids, pending = {}, {}
 for i, ep in ipairs(endpoints) do
-  local id = 'dlv_' .. part .. string.sub(ep, 4)
+  local id, status = create_delivery(now, part, event_id, ep, ev[1], budget, due_at)
   ids[i] = id
-  if create_delivery(now, id, event_id, ep, ev[1], budget, due_at) == 'pending' then
-    pending[#pending + 1] = id
-  end
+  if status == 'pending' then pending[#pending + 1] = id end
 end
 if #ids > 0 then
   local all = table.concat(ids, ',')

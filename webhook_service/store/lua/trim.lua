@@ -38,17 +38,21 @@ for _, event_id in ipairs(events) do
   local ekey = K.event .. event_id
   local ev = redis.call('HMGET', ekey, 'type', 'key', 'dlvs')
   local kept, unfinished = {}, false
-  for id in string.gmatch(ev[3] or '', '[^,]+') do
+  local ids, entries = event_deliveries(event_id, ev[3])
+  for i, id in ipairs(ids) do
     if spent >= budget then
-      kept[#kept + 1] = id
+      kept[#kept + 1] = entries[i]
       unfinished = true
     else
       spent = spent + 1
       local d = redis.call('HMGET', K.delivery .. id, 'status', 'endpoint', 'type', 'class',
         'attempts')
       if d[1] == 'pending' or id >= delivery_cutoff then
-        kept[#kept + 1] = id
+        kept[#kept + 1] = entries[i]
       elseif d[1] then
+        -- Fields the hash leaves out (common.lua): its id's endpoint, its event's type.
+        d[2] = delivery_endpoint(id, d[2])
+        d[3] = d[3] or ev[1]
         delete_delivery(id, d)
         deliveries_deleted = deliveries_deleted + 1
       end
