@@ -35,6 +35,7 @@ def _run_api(settings: Settings) -> int:
         port=settings.port,
         print=lambda _: log.info("API listening on http://%s:%s", settings.host, settings.port),
         handler_cancellation=True,
+        access_log=logging.getLogger("aiohttp.access") if settings.access_log else None,
     )
     return 0
 

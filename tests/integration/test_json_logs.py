@@ -1,12 +1,15 @@
 """WEBHOOK_LOG_FORMAT=json: the worker and scheduler processes write JSON lines, a delivery's
-lines carry its ids, and no configured secret reaches a log file."""
+lines carry its ids, and no configured secret reaches a log file; the API writes an access
+log only when WEBHOOK_ACCESS_LOG asks for one."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import orjson
 import pytest
 
@@ -56,3 +59,42 @@ async def test_worker_lines_are_json_with_the_ids(
     for name in ("worker0.log", "scheduler.log"):
         text = (stack.directory / name).read_text()
         assert not [s for s in secrets if s in text], name
+
+
+def _api_process(stack: Stack, name: str, env: dict[str, str]) -> str:
+    """An API process of the stack's, on a port of its own: its base URL, once it answers."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    stack.start("api", name, {"WEBHOOK_HOST": "127.0.0.1", "WEBHOOK_PORT": str(port), **env})
+    return f"http://127.0.0.1:{port}"
+
+
+async def _get_until_up(url: str) -> None:
+    async def up() -> bool:
+        try:
+            async with aiohttp.ClientSession() as session, session.get(url) as response:
+                return response.status == 200
+        except aiohttp.ClientError:
+            return False
+
+    await wait_for(up, timeout=60)
+
+
+async def test_access_log_only_when_asked_for(stack: Stack) -> None:
+    quiet = _api_process(stack, "api-quiet", {})
+    logged = _api_process(stack, "api-logged", {"WEBHOOK_ACCESS_LOG": "true"})
+    try:
+        for base in (quiet, logged):
+            await _get_until_up(f"{base}/healthz")
+    finally:
+        stack.kill("api-quiet")
+        stack.kill("api-logged")
+
+    def access_lines(name: str) -> list[dict[str, Any]]:
+        lines = _json_lines(stack.directory / f"{name}.log")
+        return [line for line in lines if line["logger"] == "aiohttp.access"]
+
+    assert access_lines("api-quiet") == []
+    (line, *_) = access_lines("api-logged")
+    assert "GET /healthz" in line["message"] and line["role"] == "api"
