@@ -14,12 +14,15 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from redis.asyncio import Redis
 
 from tests.support.receiver import Receiver
 from tests.support.stack import ADMIN_KEY, Stack, start_stack
 from webhook_service.api.server import build_app
 from webhook_service.config import Settings
 from webhook_service.embedded import EmbeddedValkey, start_valkey
+from webhook_service.ids import new_id
+from webhook_service.store.scripts import Scripts
 
 pytestmark = pytest.mark.integration
 
@@ -37,6 +40,26 @@ def valkey(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedValkey]
     server = start_valkey(tmp_path_factory.mktemp("valkey"))
     yield server
     server.stop()
+
+
+@pytest.fixture
+async def client(valkey: EmbeddedValkey) -> AsyncIterator[Redis]:
+    """A client of the module's bare Valkey, emptied first: for tests of the scripts."""
+    redis = Redis.from_url(valkey.url, decode_responses=True)
+    await redis.flushall()
+    yield redis
+    await redis.aclose()
+
+
+async def save_endpoint(scripts: Scripts, event_type: str, at: int) -> str:
+    """A new endpoint subscribed to one type, straight through endpoint_save.lua."""
+    endpoint_id = new_id("ep", at)
+    await scripts.run(
+        "endpoint_save",
+        [endpoint_id, "url", "http://127.0.0.1:9/x", "event_types", f'["{event_type}"]',
+         "operations", "0", "disabled", "0", "created", at, "updated", at],
+    )  # fmt: skip
+    return endpoint_id
 
 
 def settings_for(stack: Stack) -> Settings:

@@ -4,12 +4,10 @@ dead (the lease, empty code or error, a finished delivery's next time and budget
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from redis.asyncio import Redis
 
-from webhook_service.embedded import EmbeddedValkey
+from tests.integration.conftest import save_endpoint
 from webhook_service.ids import new_id
 from webhook_service.store import keys
 from webhook_service.store.deliveries import Attempt, DeliveryStore, HealthPolicy, Outcome
@@ -24,21 +22,8 @@ HEALTH = HealthPolicy(disable_after_ms=3_600_000, ops_budget=3)
 TYPE = "log.made"
 
 
-@pytest.fixture
-async def client(valkey: EmbeddedValkey) -> AsyncIterator[Redis]:
-    redis = Redis.from_url(valkey.url, decode_responses=True)
-    await redis.flushall()
-    yield redis
-    await redis.aclose()
-
-
 async def _delivery(client: Redis, scripts: Scripts, budget: int = 3) -> str:
-    endpoint_id = new_id("ep", NOW)
-    await scripts.run(
-        "endpoint_save",
-        [endpoint_id, "url", "http://127.0.0.1:9/x", "event_types", f'["{TYPE}"]',
-         "operations", "0", "disabled", "0", "created", NOW, "updated", NOW],
-    )  # fmt: skip
+    await save_endpoint(scripts, TYPE, NOW)
     accepted = await EventStore(client, scripts).accept(
         event_id=new_id("msg", NOW), event_type=TYPE, body="{}", key_id="key_1", now_ms=NOW,
         budget=budget, grace_ms=1000, idempotency=None, wakeup=None,

@@ -5,12 +5,10 @@ the hash did not keep (keys.py, "Derived fields")."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from redis.asyncio import Redis
 
-from webhook_service.embedded import EmbeddedValkey
+from tests.integration.conftest import save_endpoint
 from webhook_service.ids import delivery_id, event_deliveries, looks_like, new_id
 from webhook_service.store import keys
 from webhook_service.store.deliveries import DeliveryStore
@@ -24,22 +22,8 @@ NOW = 1_800_000_000_000
 TYPE = "ids.made"
 
 
-@pytest.fixture
-async def client(valkey: EmbeddedValkey) -> AsyncIterator[Redis]:
-    redis = Redis.from_url(valkey.url, decode_responses=True)
-    await redis.flushall()
-    yield redis
-    await redis.aclose()
-
-
 async def _endpoint(scripts: Scripts, at: int) -> str:
-    endpoint_id = new_id("ep", at)
-    await scripts.run(
-        "endpoint_save",
-        [endpoint_id, "url", "http://127.0.0.1:9/x", "event_types", f'["{TYPE}"]',
-         "operations", "0", "disabled", "0", "created", at, "updated", at],
-    )  # fmt: skip
-    return endpoint_id
+    return await save_endpoint(scripts, TYPE, at)
 
 
 async def _legacy_endpoint(client: Redis, at: int) -> str:
