@@ -82,19 +82,25 @@ async def _get_until_up(url: str) -> None:
 
 
 async def test_access_log_only_when_asked_for(stack: Stack) -> None:
-    quiet = _api_process(stack, "api-quiet", {})
-    logged = _api_process(stack, "api-logged", {"WEBHOOK_ACCESS_LOG": "true"})
-    try:
-        for base in (quiet, logged):
-            await _get_until_up(f"{base}/healthz")
-    finally:
-        stack.kill("api-quiet")
-        stack.kill("api-logged")
-
     def access_lines(name: str) -> list[dict[str, Any]]:
         lines = _json_lines(stack.directory / f"{name}.log")
         return [line for line in lines if line["logger"] == "aiohttp.access"]
 
+    quiet = _api_process(stack, "api-quiet", {})
+    logged = _api_process(stack, "api-logged", {"WEBHOOK_ACCESS_LOG": "true"})
+    try:
+        # The quiet one first: by the time the other's line is written (after its answer
+        # went out), the quiet one has had as long to write one.
+        for base in (quiet, logged):
+            await _get_until_up(f"{base}/healthz")
+
+        async def written() -> bool:
+            return bool(access_lines("api-logged"))
+
+        await wait_for(written)
+    finally:
+        stack.kill("api-quiet")
+        stack.kill("api-logged")
     assert access_lines("api-quiet") == []
     (line, *_) = access_lines("api-logged")
     assert "GET /healthz" in line["message"] and line["role"] == "api"
