@@ -58,13 +58,12 @@ class CeleryWaker:
 
     def __init__(self, app: Celery, batch_size: int) -> None:
         self._app = app
-        self._batch = batch_size
-        self.inline = InlineWakeup(QUEUE_FRESH, inline_template(QUEUE_FRESH), batch_size)
+        self.batch = batch_size
 
     def wake_sync(self, delivery_ids: Sequence[str], *, retry: bool) -> None:
         queue = QUEUE_RETRY if retry else QUEUE_FRESH
-        for start in range(0, len(delivery_ids), self._batch):
-            chunk = ",".join(delivery_ids[start : start + self._batch])
+        for start in range(0, len(delivery_ids), self.batch):
+            chunk = ",".join(delivery_ids[start : start + self.batch])
             try:
                 self._app.send_task(
                     TASK_DELIVER, args=[chunk], queue=queue, retry_policy=_PUBLISH_RETRY
@@ -85,7 +84,10 @@ class AsyncCeleryWaker:
 
     def __init__(self, waker: CeleryWaker) -> None:
         self._waker = waker
-        self.inline: InlineWakeup | None = waker.inline
+        # Only the API's ingest writes wake-ups inline; the scheduler publishes its own.
+        self.inline: InlineWakeup | None = InlineWakeup(
+            QUEUE_FRESH, inline_template(QUEUE_FRESH), waker.batch
+        )
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wakeup")
         self._queued: dict[bool, list[str]] = {False: [], True: []}
         self._more = asyncio.Event()

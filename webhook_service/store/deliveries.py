@@ -184,7 +184,9 @@ class DeliveryStore:
         next_lease: NextLease | None = None,
     ) -> Recorded:
         """The delivery's new status (or 'stale': the lease was lost) and what comes next."""
-        take = next_lease
+        taking: list[str | int] = ["", 0, 0]  # no token: the parked one is left to the scheduler
+        if next_lease is not None:
+            taking = [next_lease.token, next_lease.lease_ms, next_lease.max_in_flight]
         # Operational events this attempt may cause need ids and a timestamp; Lua makes neither.
         ops_ids = [new_id("msg", now_ms) for _ in range(3)]
         reply = await self._scripts.run(
@@ -195,9 +197,7 @@ class DeliveryStore:
                 "" if attempt.status_code is None else attempt.status_code,
                 attempt.error or "",
                 health.disable_after_ms, iso(now_ms), health.ops_budget, *ops_ids,
-                keys.ATTEMPT_FIELD_MAX,
-                take.token if take else "", take.lease_ms if take else 0,
-                take.max_in_flight if take else 0,
+                keys.ATTEMPT_FIELD_MAX, *taking,
             ],
         )  # fmt: skip
         if reply[0] == "stale":
