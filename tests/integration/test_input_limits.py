@@ -1,5 +1,6 @@
 """Hostile and malformed input on ingest: each refusal is problem+json, and leaves Redis
-exactly as it was (no event, no idempotency claim, no rate-limit count)."""
+exactly as it was (no event, no idempotency claim). A refusal does count against a limited
+key's rate (tests/integration/test_api_keys.py): that is what makes refusals cheap."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.integration.conftest import Api
-from tests.support.apikeys import GLACIAL_RATE, make_key, redis_contents
+from tests.support.apikeys import make_key, redis_contents
 from tests.support.stack import ADMIN_KEY, Stack
 from webhook_service.store.connect import async_client
 
 DEPTH = 32  # the default WEBHOOK_MAX_JSON_DEPTH
 KEYS = 10_000  # the default WEBHOOK_MAX_JSON_KEYS
+NODES = 20_000  # the default WEBHOOK_MAX_JSON_NODES
 HEADER_BYTES = 16 * 1024  # the default WEBHOOK_MAX_HEADER_BYTES
 
 
@@ -40,12 +42,19 @@ def many_keys(count: int) -> bytes:
     return orjson.dumps({"type": "limits.keys", "data": data})
 
 
+def many_values(count: int) -> bytes:
+    """``count`` values in all: the body, type, data, the array, and empty objects in it."""
+    return b'{"type": "limits.nodes", "data": {"x": [' + b",".join([b"{}"] * (count - 4)) + b"]}}"
+
+
 VALID = b'{"type": "limits.ok", "data": {}}'
 
 REFUSED: list[tuple[str, bytes, dict[str, str], int, str]] = [
     ("too deep", deep(DEPTH + 1), {}, 422, "json-too-deep"),
     ("deeper than the parser goes", deep(5000), {}, 422, "json-too-deep"),
     ("too many keys", many_keys(KEYS + 1), {}, 422, "json-too-many-keys"),
+    ("too many values", many_values(NODES + 1), {}, 422, "json-too-many-nodes"),
+    ("80 000 empty objects", many_values(80_000), {}, 422, "json-too-many-nodes"),
     ("too large", b'{"type": "a", "data": {"x": "' + b"y" * 262_144 + b'"}}', {}, 413, ""),
     ("not JSON", b'{"type": "a", "data": ', {}, 400, ""),
     ("text/plain", VALID, {"Content-Type": "text/plain"}, 415, ""),
@@ -85,8 +94,8 @@ async def post(
 async def test_refused_as_a_problem_and_nothing_is_stored(
     api: Api, store: Redis, body: bytes, headers: dict[str, str], status: int, kind: str
 ) -> None:
-    # A rate-limited key and an idempotency key: a refusal must use neither.
-    key = (await make_key(api, ["events:write"], GLACIAL_RATE))["key"]
+    # An idempotency key: a refusal must not claim it.
+    key = (await make_key(api, ["events:write"]))["key"]
     before = await redis_contents(store)
     headers = {"Idempotency-Key": "limits-test", **headers}
     got, content_type, text = await post(api, body, headers, key=key)
@@ -96,13 +105,14 @@ async def test_refused_as_a_problem_and_nothing_is_stored(
     if kind:
         assert problem["type"].endswith("/" + kind)
     assert await redis_contents(store) == before
-    # The key's one event per 1000 s is still unused.
-    assert (await post(api, VALID, {}, key=key))[0] == 202
+    # Claimed by the refused body, the key would now answer 422 (another body's key).
+    assert (await post(api, VALID, {"Idempotency-Key": "limits-test"}, key=key))[0] == 202
 
 
 async def test_at_the_limits_is_accepted(api: Api) -> None:
     assert (await post(api, deep(DEPTH), {}))[0] == 202
     assert (await post(api, many_keys(KEYS), {}))[0] == 202
+    assert (await post(api, many_values(NODES), {}))[0] == 202
     assert (await post(api, VALID, {"Content-Type": "application/json; charset=UTF-8"}))[0] == 202
     assert (await post(api, b'{"type": "a.b_c.D9", "data": {}}', {}))[0] == 202
 

@@ -19,25 +19,33 @@ from webhook_service.api import (
 )
 from webhook_service.api.auth import auth_middleware
 from webhook_service.api.context import SERVICES, Services
-from webhook_service.api.limits import header_limits_middleware, parser_limits
+from webhook_service.api.limits import (
+    IN_FLIGHT,
+    InFlight,
+    header_limits_middleware,
+    key_concurrency_middleware,
+    parser_limits,
+)
 from webhook_service.api.metrics import rejection_middleware
 from webhook_service.api.problems import problem_middleware
 
 
 def create_app(svc: Services) -> web.Application:
-    # Bodies are read (and capped) by the handlers themselves; this only bounds what
-    # aiohttp would buffer on its own.
+    # Bodies are read (whole, capped and timed) by the handlers themselves (api/body.py);
+    # this only bounds what aiohttp would buffer on its own.
     app = web.Application(
         middlewares=[
             problem_middleware,
             header_limits_middleware,
             rejection_middleware,
             auth_middleware,
+            key_concurrency_middleware,
         ],
         client_max_size=svc.settings.max_payload_bytes + 1024,
         handler_args=parser_limits(svc.settings),
     )
     app[SERVICES] = svc
+    app[IN_FLIGHT] = InFlight(svc.settings.key_concurrency)
     for module in (health, events, endpoints, deliveries, jobs, cron, apikeys):
         app.add_routes(module.routes)
     for module in (event_history, stats, metrics):

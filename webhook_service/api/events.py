@@ -43,6 +43,9 @@ def _accepted(event_id: str, event_type: str, created_ms: int, fanout: int) -> d
 async def post_event(request: web.Request) -> web.Response:
     svc = services(request)
     idem_key = validate_key(request.headers.get(HEADER))
+    # Before the body is read: a request that will be refused still costs its sender a
+    # token, so a limited key cannot spend the API's CPU on bodies it knows are invalid.
+    await _within_rate_limit(request)
     parsed, _ = await read_json(request, svc.settings.max_payload_bytes)
     event = validate(EventIn, parsed)
     if event.type in OPERATIONAL_EVENT_TYPES:
@@ -51,7 +54,6 @@ async def post_event(request: web.Request) -> web.Response:
             "This event type is reserved for the service's own operational events.",
             errors=[{"pointer": "/type", "detail": f"{event.type} is reserved"}],
         )
-    await _within_rate_limit(request)
     now = now_ms()
     event_id = new_id("msg", now)
     body = orjson.dumps({"type": event.type, "timestamp": iso(now), "data": event.data}).decode()
@@ -100,8 +102,7 @@ def _json_202(reply: dict[str, Any], headers: dict[str, str] | None = None) -> w
 
 
 async def _within_rate_limit(request: web.Request) -> None:
-    """The caller's key's ingest limit, taken only once the request is known to be valid:
-    a refused or invalid request leaves nothing in Redis, not even a count."""
+    """The caller's key's ingest limit: every request counts, valid or not."""
     rate = request[CALLER].rate_limit
     if rate is None:
         return

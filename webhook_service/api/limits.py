@@ -1,4 +1,6 @@
-"""Header limits: ours answer 431 (or 414) in problem+json; aiohttp's parser is the backstop.
+"""Per-request limits: header sizes, and requests in flight per API key.
+
+Header limits: ours answer 431 (or 414) in problem+json; aiohttp's parser is the backstop.
 
 aiohttp parses the request line and headers before any middleware runs, and answers a line
 or a header count over its own limits with a bare text/plain 400 that no middleware can
@@ -9,10 +11,12 @@ twice over gets the parser's plain answer (and costs us at most twice the memory
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from aiohttp import web
 
+from webhook_service.api.auth import CALLER_KEY_ID
 from webhook_service.api.context import services
 from webhook_service.api.problems import Handler, ProblemError
 from webhook_service.config import Settings
@@ -42,3 +46,47 @@ async def header_limits_middleware(request: web.Request, handler: Handler) -> we
     if size > limit:
         raise ProblemError(431, f"The request line and headers exceed {limit} bytes.")
     return await handler(request)
+
+
+class InFlight:
+    """Requests in flight per API key, in this process: one key holding many slow requests
+    (a body trickled in, a costly page) cannot take the whole event loop from the others."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._counts: Counter[str] = Counter()
+
+    def enter(self, key_id: str) -> bool:
+        if self._counts[key_id] >= self.limit:
+            return False
+        self._counts[key_id] += 1
+        return True
+
+    def leave(self, key_id: str) -> None:
+        self._counts[key_id] -= 1
+        if self._counts[key_id] <= 0:
+            del self._counts[key_id]  # the counter holds only keys with requests in flight
+
+
+IN_FLIGHT = web.AppKey("in_flight", InFlight)
+
+
+@web.middleware
+async def key_concurrency_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """After authentication, before the body is read: the slot is the caller's key's."""
+    key_id = request.get(CALLER_KEY_ID)
+    if key_id is None:
+        return await handler(request)  # no key: health, the dashboard's own pages, 404s
+    in_flight = request.app[IN_FLIGHT]
+    if not in_flight.enter(key_id):
+        raise ProblemError(
+            429,
+            f"This API key already has {in_flight.limit} requests in flight here; retry "
+            "once one has finished.",
+            kind="too-many-concurrent-requests",
+            headers={"Retry-After": "1"},
+        )
+    try:
+        return await handler(request)
+    finally:
+        in_flight.leave(key_id)

@@ -1,4 +1,4 @@
-"""JSON shape limits: nesting depth and the number of object keys, over the whole body."""
+"""JSON shape limits: nesting depth, object keys and values in all, over the whole body."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from webhook_service.api.body import check_shape
+from webhook_service.api.body import ShapeLimits, check_shape
 from webhook_service.api.problems import ProblemError
 
 
@@ -20,33 +20,55 @@ def nested(depth: int) -> Any:
 
 @pytest.mark.parametrize("depth", [1, 2, 31, 32])
 def test_up_to_the_limit_passes(depth: int) -> None:
-    check_shape(nested(depth), max_depth=32, max_keys=100)
+    check_shape(nested(depth), ShapeLimits(depth=32, keys=100, nodes=1_000_000))
 
 
 def test_one_level_more_is_refused_with_a_pointer_to_it() -> None:
     with pytest.raises(ProblemError) as caught:
-        check_shape({"data": {"a": [{"b": {}}]}}, max_depth=4, max_keys=100)
+        check_shape({"data": {"a": [{"b": {}}]}}, ShapeLimits(depth=4, keys=100, nodes=1_000_000))
     problem = caught.value
     assert (problem.status, problem.kind) == (422, "json-too-deep")
     assert problem.errors == [{"pointer": "/data/a/0/b", "detail": "deeper than 4 levels"}]
 
 
 def test_scalars_add_no_depth() -> None:
-    check_shape({"a": [1, "x", None, True, 2.5]}, max_depth=2, max_keys=10)
+    check_shape({"a": [1, "x", None, True, 2.5]}, ShapeLimits(depth=2, keys=10, nodes=1_000_000))
 
 
 def test_depth_beyond_pythons_stack_is_measured_not_recursed() -> None:
     with pytest.raises(ProblemError, match="more than 32 levels"):
-        check_shape(nested(50_000), max_depth=32, max_keys=100)
+        check_shape(nested(50_000), ShapeLimits(depth=32, keys=100, nodes=1_000_000))
 
 
 def test_keys_are_counted_over_every_object() -> None:
     body = {"a": {str(n): n for n in range(5)}, "b": [{"x": 1}, {"y": 2}]}  # 2 + 5 + 2 keys
-    check_shape(body, max_depth=8, max_keys=9)
+    check_shape(body, ShapeLimits(depth=8, keys=9, nodes=1_000_000))
     with pytest.raises(ProblemError) as caught:
-        check_shape(body, max_depth=8, max_keys=8)
+        check_shape(body, ShapeLimits(depth=8, keys=8, nodes=1_000_000))
     assert (caught.value.status, caught.value.kind) == (422, "json-too-many-keys")
 
 
 def test_array_items_are_not_keys() -> None:
-    check_shape({"list": list(range(1000))}, max_depth=2, max_keys=1)
+    check_shape({"list": list(range(1000))}, ShapeLimits(depth=2, keys=1, nodes=1_000_000))
+
+
+def test_values_of_every_kind_are_counted() -> None:
+    body = {"a": [1, 2, {"b": None}], "c": "x"}  # root, a, 1, 2, {b}, None, c: 7 values
+    check_shape(body, ShapeLimits(depth=8, keys=100, nodes=7))
+    with pytest.raises(ProblemError) as caught:
+        check_shape(body, ShapeLimits(depth=8, keys=100, nodes=6))
+    assert (caught.value.status, caught.value.kind) == (422, "json-too-many-nodes")
+
+
+def test_many_empty_objects_are_refused() -> None:
+    # The reported attack: 80 000 empty objects in one array (240 KB of "{},"): no key, two
+    # levels, so only the count of values refuses it.
+    hostile = {"type": "a.b", "data": {"items": [{} for _ in range(80_000)]}}
+    with pytest.raises(ProblemError) as caught:
+        check_shape(hostile, ShapeLimits(depth=32, keys=10_000, nodes=20_000))
+    assert (caught.value.status, caught.value.kind) == (422, "json-too-many-nodes")
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 3])
+def test_a_scalar_body_is_one_value(nodes: int) -> None:
+    check_shape("x", ShapeLimits(depth=1, keys=0 + 1, nodes=nodes))

@@ -1,0 +1,118 @@
+"""Serving the API on a socket, with the connection-level bounds aiohttp leaves to us.
+
+- Headers: aiohttp closes a connection that has not sent a whole request (line and headers)
+  within its keep-alive timeout, from the connection's start or the last answer; bytes
+  trickled in do not extend it. So ``WEBHOOK_HEADER_TIMEOUT`` is that timeout, which also
+  ends idle keep-alive connections.
+- Bodies: read by the handlers, under ``WEBHOOK_BODY_TIMEOUT`` (api/body.py).
+- Connections: past ``WEBHOOK_MAX_CONNECTIONS`` open at once in this process, a new one is
+  answered a canned 503 and closed before any of it is parsed, so a pile of stalled clients
+  costs a file descriptor each, not a handler and its buffers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Awaitable
+from typing import Any
+
+import orjson
+from aiohttp import web
+from yarl import URL
+
+from webhook_service.api.problems import CONTENT_TYPE, PROBLEM_TYPE_BASE
+from webhook_service.config import Settings
+
+log = logging.getLogger(__name__)
+
+# After an answer given before the body was read whole (413, 408), how long the rest is
+# read and dropped so the client sees the answer rather than a reset: short, because a
+# client that stalls gains this much again.
+LINGER_S = 2.0
+
+_REFUSAL_BODY = orjson.dumps(
+    {
+        "type": PROBLEM_TYPE_BASE + "too-many-connections",
+        "title": "Service unavailable",
+        "status": 503,
+        "detail": "This server has as many connections open as it serves; retry shortly.",
+    }
+)
+REFUSAL = (
+    b"HTTP/1.1 503 Service Unavailable\r\n"
+    b"Content-Type: " + CONTENT_TYPE.encode() + b"\r\n"
+    b"Content-Length: " + str(len(_REFUSAL_BODY)).encode() + b"\r\n"
+    b"Retry-After: 1\r\nConnection: close\r\n\r\n" + _REFUSAL_BODY
+)
+
+
+class _Refusal(asyncio.Protocol):
+    """A connection over the cap: answered at once and closed, nothing read."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.WriteTransport)
+        transport.write(REFUSAL)
+        transport.close()
+
+
+class CappedSite(web.BaseSite):
+    """A TCP site that refuses connections beyond ``max_connections`` open at once."""
+
+    def __init__(self, runner: web.BaseRunner, host: str, port: int, max_connections: int):
+        super().__init__(runner)
+        self._host = host
+        self._port = port
+        self._max_connections = max_connections
+
+    @property
+    def name(self) -> str:
+        return str(URL.build(scheme="http", host=self._host, port=self._port))
+
+    async def start(self) -> None:
+        await super().start()
+        server = self._runner.server
+        assert server is not None  # the runner is set up before a site is made
+
+        def protocol() -> asyncio.BaseProtocol:
+            if len(server.connections) >= self._max_connections:
+                return _Refusal()
+            return server()
+
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            protocol, self._host, self._port, backlog=self._backlog
+        )
+
+
+def runner_options(settings: Settings) -> dict[str, Any]:
+    """What the request handler of every connection is given: for the listener here and for
+    the tests that serve the app in-process, so both run what production runs."""
+    return {
+        "keepalive_timeout": settings.header_timeout,
+        "lingering_time": LINGER_S,
+        "handler_cancellation": True,
+    }
+
+
+def serve(app: Awaitable[web.Application], settings: Settings) -> None:
+    """Serve until SIGTERM or SIGINT, then drain the requests in flight."""
+    asyncio.run(_serve(app, settings))
+
+
+async def _serve(app: Awaitable[web.Application], settings: Settings) -> None:
+    access_log = logging.getLogger("aiohttp.access") if settings.access_log else None
+    runner = web.AppRunner(await app, access_log=access_log, **runner_options(settings))
+    await runner.setup()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        site = CappedSite(runner, settings.host, settings.port, settings.max_connections)
+        await site.start()
+        log.info("API listening on http://%s:%s", settings.host, settings.port)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
