@@ -13,6 +13,7 @@ walk, validate, store and re-serialise.
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl
@@ -39,6 +40,8 @@ async def read_json(request: web.Request, max_bytes: int) -> tuple[Any, bytes]:
         raise ProblemError(415, "JSON bodies must be UTF-8 (charset=utf-8 or none).")
     raw = await read_body(request, max_bytes)
     settings = services(request).settings
+    limits = ShapeLimits.of(settings)
+    check_containers(raw, limits)
     try:
         parsed = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -46,7 +49,7 @@ async def read_json(request: web.Request, max_bytes: int) -> tuple[Any, bytes]:
             # orjson's own ceiling (1024) is far above ours: the same answer as ours.
             raise _too_deep(settings.max_json_depth, []) from None
         raise ProblemError(400, f"The body is not valid JSON: {exc}.") from None
-    check_shape(parsed, ShapeLimits.of(settings))
+    check_shape(parsed, limits)
     return parsed, raw
 
 
@@ -114,6 +117,23 @@ class ShapeLimits:
     @classmethod
     def of(cls, settings: Settings) -> ShapeLimits:
         return cls(settings.max_json_depth, settings.max_json_keys, settings.max_json_nodes)
+
+
+# A JSON string, escapes and all: what to blank out before counting brackets.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def check_containers(raw: bytes, limits: ShapeLimits) -> None:
+    """Refuse, before parsing, a body with more objects and arrays than ``limits`` allows
+    values: parsing 80 000 empty objects alone takes 15-30 ms of the event loop, refusing
+    them here about 1 ms. Brackets are counted in C; only when there are that many, strings
+    (where brackets mean nothing) are blanked out and they are counted again, exactly. (A
+    256 KiB body of strings full of brackets and escapes costs the most: about 10 ms.)"""
+    if raw.count(b"{") + raw.count(b"[") <= limits.nodes:
+        return
+    structure = _STRING.sub(b"", raw)
+    if structure.count(b"{") + structure.count(b"[") > limits.nodes:
+        raise _too_many("json-too-many-nodes", limits.nodes, "values")
 
 
 def check_shape(value: Any, limits: ShapeLimits) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from webhook_service.api.body import ShapeLimits, check_shape
+from webhook_service.api.body import ShapeLimits, check_containers, check_shape
 from webhook_service.api.problems import ProblemError
 
 
@@ -72,3 +72,26 @@ def test_many_empty_objects_are_refused() -> None:
 @pytest.mark.parametrize("nodes", [1, 2, 3])
 def test_a_scalar_body_is_one_value(nodes: int) -> None:
     check_shape("x", ShapeLimits(depth=1, keys=0 + 1, nodes=nodes))
+
+
+LIMITS = ShapeLimits(depth=32, keys=10_000, nodes=100)
+
+
+def test_a_body_of_more_containers_than_values_allowed_is_refused_before_parsing() -> None:
+    raw = b'{"data": [' + b",".join([b"{}"] * 100) + b"]}"  # 102 containers
+    with pytest.raises(ProblemError) as caught:
+        check_containers(raw, LIMITS)
+    assert caught.value.kind == "json-too-many-nodes"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"s": "' + b"{[" * 200 + b'"}',  # brackets in a string are text
+        b'{"s": "\\\\", "t": "' + b"[" * 200 + b'"}',  # an escaped backslash ends no string
+        b'{"s": "\\"' + b"{" * 200 + b'"}',  # nor does an escaped quote
+        b'["' + b'", "'.join([b"{"] * 60) + b'"]',  # many strings, each a bracket
+    ],
+)
+def test_brackets_inside_strings_are_not_counted(raw: bytes) -> None:
+    check_containers(raw, LIMITS)
