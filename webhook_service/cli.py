@@ -12,12 +12,12 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from webhook_service import logs
 from webhook_service.admin import cli as admin
 from webhook_service.config import Settings
 from webhook_service.crypto import generate_master_key
+from webhook_service.private_files import private_dir, secret_file
 
 log = logging.getLogger("webhook_service")
 
@@ -71,33 +71,26 @@ def _run_scheduler(settings: Settings) -> int:
     return 0
 
 
-def _secret_file(path: Path, make: str) -> str:
-    """Read a generated secret from the data dir, creating it (mode 0600) the first time."""
-    if path.exists():
-        return path.read_text().strip()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(make + "\n")
-    return make
-
-
 def _run_up(settings: Settings) -> int:
     from webhook_service.embedded import start_valkey
 
-    data_dir = settings.data_dir.resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    # Private: it holds the master key, the admin key, and the Valkey password and AOF.
+    data_dir = private_dir(settings.data_dir.resolve())
     env = dict(os.environ)
     if settings.master_key is None:
-        env["WEBHOOK_MASTER_KEY"] = _secret_file(data_dir / "master.key", generate_master_key())
+        env["WEBHOOK_MASTER_KEY"] = secret_file(data_dir / "master.key", generate_master_key())
     if settings.admin_key is None:
-        env["WEBHOOK_ADMIN_KEY"] = _secret_file(
+        env["WEBHOOK_ADMIN_KEY"] = secret_file(
             data_dir / "admin.key", "whadm_" + secrets.token_urlsafe(24)
         )
     valkey = None
     if settings.redis_url is None:
         valkey = start_valkey(data_dir / "valkey")
         env["WEBHOOK_REDIS_URL"] = valkey.url
-        log.info("embedded Valkey with AOF on %s, data in %s", valkey.url, valkey.directory)
+        # Not the URL: it holds the password.
+        log.info(
+            "embedded Valkey with AOF on 127.0.0.1:%s, data in %s", valkey.port, valkey.directory
+        )
     children: dict[str, subprocess.Popen[bytes]] = {}
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

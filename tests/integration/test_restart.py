@@ -138,6 +138,7 @@ def test_up_starts_serves_stops_and_keeps_its_data(up_dir: Path, hook: Any) -> N
         _wait_healthy(base, process)
         admin = (up_dir / "admin.key").read_text().strip()
         assert oct((up_dir / "master.key").stat().st_mode & 0o777) == "0o600"
+        assert oct(up_dir.stat().st_mode & 0o777) == "0o700"
         auth = {"Authorization": f"Bearer {admin}"}
         created = requests.post(
             base + "/v1/endpoints", json={"url": hook.url}, headers=auth, timeout=5

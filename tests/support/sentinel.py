@@ -2,7 +2,9 @@
 
 Every node runs the embedded Valkey binary with AOF, on free ports in a temp dir; the
 sentinels are the same binary with ``--sentinel`` and a generated config (quorum 2, a
-primary is down after two silent seconds).
+primary is down after two silent seconds). The nodes share one password, so whichever is
+the primary, the URL's credentials and the replicas' ``masterauth`` fit it; the sentinels
+have none (they hold no data).
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import quote
 
 import redis
 
 from webhook_service.embedded import EmbeddedValkey, free_port, start_valkey, valkey_binary
+from webhook_service.private_files import PRIVATE_UMASK, private_dir, write_private
 
 SERVICE = "mymaster"
 QUORUM = 2
@@ -39,10 +43,10 @@ def _until(check: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-def _role_and_replicas(port: int) -> tuple[str, int]:
+def _role_and_replicas(node: EmbeddedValkey) -> tuple[str, int]:
     """The node's role, and how many replicas follow it online (past their full sync)."""
-    with redis.Redis(port=port, decode_responses=True, socket_timeout=1.0) as node:
-        replication = node.info("replication")
+    with redis.Redis.from_url(node.url, decode_responses=True, socket_timeout=1.0) as client:
+        replication = client.info("replication")
     online = [
         value
         for name, value in replication.items()
@@ -57,6 +61,7 @@ class SentinelTopology:
     nodes: dict[int, EmbeddedValkey]
     sentinels: list[subprocess.Popen[bytes]]
     sentinel_ports: list[int]
+    password: str = field(repr=False)
     clients: list[redis.Redis] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -68,7 +73,7 @@ class SentinelTopology:
     @property
     def url(self) -> str:
         hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
-        return f"sentinel://{hosts}/0?service_name={SERVICE}"
+        return f"sentinel://:{quote(self.password, safe='')}@{hosts}/0?service_name={SERVICE}"
 
     def primary_port(self) -> int:
         """The primary's port as the sentinels see it now."""
@@ -85,7 +90,7 @@ class SentinelTopology:
                 return False
             if state["is_sdown"] or state["is_odown"]:
                 return False
-        return _role_and_replicas(primary) == ("master", replicas)
+        return _role_and_replicas(self.nodes[primary]) == ("master", replicas)
 
     def wait_ready(self, timeout: float = 20.0) -> None:
         """Until a failover could be agreed on and would have a replica to promote."""
@@ -128,19 +133,21 @@ class SentinelTopology:
             node.stop()
 
 
-def _sentinel_conf(directory: Path, port: int, primary: int) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    conf = directory / "sentinel.conf"
-    # Sentinel rewrites this file as it learns the topology, so each gets its own.
-    conf.write_text(
+def _sentinel_conf(directory: Path, port: int, primary: EmbeddedValkey) -> Path:
+    conf = private_dir(directory) / "sentinel.conf"
+    # Sentinel rewrites this file as it learns the topology, so each gets its own. auth-pass:
+    # the password it logs in to every node with, the primary and its replicas.
+    write_private(
+        conf,
         f"port {port}\n"
         "bind 127.0.0.1\n"
         f"dir {directory}\n"
         f"logfile {directory / 'sentinel.log'}\n"
-        f"sentinel monitor {SERVICE} 127.0.0.1 {primary} {QUORUM}\n"
+        f"sentinel monitor {SERVICE} 127.0.0.1 {primary.port} {QUORUM}\n"
+        f"sentinel auth-pass {SERVICE} {primary.password}\n"
         f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
         f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n"
-        f"sentinel parallel-syncs {SERVICE} 1\n"
+        f"sentinel parallel-syncs {SERVICE} 1\n",
     )
     return conf
 
@@ -148,19 +155,26 @@ def _sentinel_conf(directory: Path, port: int, primary: int) -> Path:
 def start_sentinel_topology(directory: Path) -> SentinelTopology:
     primary = start_valkey(directory / "node-a")
     replica = start_valkey(
-        directory / "node-b", extra=("--replicaof", "127.0.0.1", str(primary.port))
+        directory / "node-b",
+        extra=("--replicaof", "127.0.0.1", str(primary.port)),
+        password=primary.password,
     )
     ports = [free_port() for _ in range(3)]
     sentinels = [
         subprocess.Popen(
-            [str(valkey_binary()), str(_sentinel_conf(directory / f"s{n}", port, primary.port)),
+            [str(valkey_binary()), str(_sentinel_conf(directory / f"s{n}", port, primary)),
              "--sentinel"],
             stdin=subprocess.DEVNULL,
+            umask=PRIVATE_UMASK,  # its rewrites of the config keep the password private
         )
         for n, port in enumerate(ports)
     ]  # fmt: skip
     topology = SentinelTopology(
-        directory, {primary.port: primary, replica.port: replica}, sentinels, ports
+        directory,
+        {primary.port: primary, replica.port: replica},
+        sentinels,
+        ports,
+        primary.password,
     )
     try:
         topology.wait_ready()
