@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     # Requests in flight to one endpoint, across every worker: a slow receiver holds at most
     # this many, so it cannot take all the workers' capacity from the others.
     endpoint_concurrency: int = Field(10, ge=1)
+    # Endpoints there may be in all, which is also the most deliveries one event fans out
+    # to: each event's single ingest step writes one record per subscribed endpoint.
+    max_endpoints: int = Field(1000, ge=1)
 
     worker_concurrency: int = Field(2, ge=1)
     # Sends one worker process keeps in flight; a wake-up waits for room below this.

@@ -22,3 +22,13 @@ def parse_iso(text: str) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1000)
+
+
+def parse_instant(text: str) -> int:
+    """parse_iso for a time the history can hold: from 1970 on. Ids carry their time
+    unsigned (ids.py), so an earlier instant has no id: a range bound made of one would wrap
+    round to the far end and turn the filter inside out (until=1969… matching everything)."""
+    ms = parse_iso(text)
+    if ms < 0:
+        raise ValueError("an instant before 1970")
+    return ms

@@ -56,7 +56,7 @@ async def save_endpoint(scripts: Scripts, event_type: str, at: int) -> str:
     endpoint_id = new_id("ep", at)
     await scripts.run(
         "endpoint_save",
-        [endpoint_id, "url", "http://127.0.0.1:9/x", "event_types", f'["{event_type}"]',
+        [endpoint_id, 0, "url", "http://127.0.0.1:9/x", "event_types", f'["{event_type}"]',
          "operations", "0", "disabled", "0", "created", at, "updated", at],
     )  # fmt: skip
     return endpoint_id

@@ -104,7 +104,7 @@ async def test_readers_get_back_what_the_hash_leaves_out(client: Redis) -> None:
     assert late_record is not None and late_record.created_ms == NOW + 7
 
     # A replay's delivery keeps its event and type; its id is short too.
-    replayed = await events.replay(event_id, endpoint_id, NOW + 50, 3, 1000)
+    replayed = await events.replay(event_id, endpoint_id, NOW + 50, 3, 1000, sender=None)
     (replay_id,) = replayed.delivery_ids
     assert len(replay_id) == len(short) and replay_id not in ids
     raw = await client.hgetall(keys.delivery(replay_id))

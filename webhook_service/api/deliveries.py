@@ -10,19 +10,30 @@ from webhook_service.api.pagination import page_params, query_problem
 from webhook_service.api.problems import ProblemError
 from webhook_service.store.deliveries import STATUSES
 from webhook_service.store.history import STATUS_CLASSES, DeliveryFilter, list_deliveries
-from webhook_service.timeutil import now_ms, parse_iso
+from webhook_service.timeutil import now_ms, parse_instant
 
 routes = web.RouteTableDef()
 
 
-def query_time(request: web.Request, name: str) -> int | None:
+def _query_time(request: web.Request, name: str) -> int | None:
     raw = request.query.get(name)
     if raw is None:
         return None
     try:
-        return parse_iso(raw)
+        return parse_instant(raw)
     except ValueError:
-        raise query_problem(name, "an ISO 8601 date-time, e.g. 2026-01-31T12:00:00Z") from None
+        raise query_problem(
+            name, "an ISO 8601 date-time from 1970 on, e.g. 2026-01-31T12:00:00Z"
+        ) from None
+
+
+def query_times(request: web.Request) -> tuple[int | None, int | None]:
+    """The ``since`` and ``until`` of a history query, in ms; a window that ends before it
+    starts is refused rather than answered with nothing (or, for a bulk retry, a no-op)."""
+    since, until = _query_time(request, "since"), _query_time(request, "until")
+    if since is not None and until is not None and until < since:
+        raise query_problem("until", "not before since")
+    return since, until
 
 
 def _choice(request: web.Request, name: str, allowed: tuple[str, ...]) -> str | None:
@@ -43,13 +54,14 @@ def _count(request: web.Request, name: str) -> int | None:
 
 def delivery_filter(request: web.Request) -> DeliveryFilter:
     """The history filters from the query string, shared by the list and bulk retry."""
+    since, until = query_times(request)
     return DeliveryFilter(
         endpoint_id=request.query.get("endpoint_id"),
         event_id=request.query.get("event_id"),
         status=_choice(request, "status", STATUSES),
         event_type=request.query.get("event_type"),
-        since_ms=query_time(request, "since"),
-        until_ms=query_time(request, "until"),
+        since_ms=since,
+        until_ms=until,
         status_class=_choice(request, "status_class", STATUS_CLASSES),
         attempts_min=_count(request, "attempts_min"),
         attempts_max=_count(request, "attempts_max"),

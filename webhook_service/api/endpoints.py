@@ -12,7 +12,7 @@ from webhook_service.api.pagination import page_params
 from webhook_service.api.problems import ProblemError
 from webhook_service.delivery.ssrf import DestinationBlocked
 from webhook_service.ids import new_id
-from webhook_service.store.endpoints import EndpointRecord, SealedSecret
+from webhook_service.store.endpoints import EndpointLimitReached, EndpointRecord, SealedSecret
 from webhook_service.timeutil import iso, now_ms
 
 routes = web.RouteTableDef()
@@ -64,8 +64,22 @@ async def create_endpoint(request: web.Request) -> web.Response:
         rate_limit=body.rate_limit,
         operations=body.operations,
     )
-    await svc.endpoints.save(record, creating=True)
+    await _save_new(svc, record)
     return web.json_response({**endpoint_json(record), **_shown(secret, public_key)}, status=201)
+
+
+async def _save_new(svc: Services, record: EndpointRecord) -> None:
+    """Refused, writing nothing, once there are WEBHOOK_MAX_ENDPOINTS: every event fans out
+    to its endpoints in one step, so their number bounds what one event may cost."""
+    most = svc.settings.max_endpoints
+    try:
+        await svc.endpoints.save(record, creating=True, max_endpoints=most)
+    except EndpointLimitReached:
+        raise ProblemError(
+            409,
+            f"The service holds its limit of {most} endpoints; delete one to create another.",
+            kind="endpoint-limit-reached",
+        ) from None
 
 
 def _new_key(signature: str, supplied: str | None = None) -> tuple[str, str | None]:

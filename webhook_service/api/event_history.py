@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from webhook_service.api.auth import CALLER
 from webhook_service.api.body import read_model
 from webhook_service.api.context import services
-from webhook_service.api.deliveries import query_time
+from webhook_service.api.deliveries import query_times
 from webhook_service.api.models import ReplayIn, delivery_json, event_summary_json
 from webhook_service.api.pagination import page_params
 from webhook_service.api.problems import ProblemError
+from webhook_service.api.scopes import Scope
 from webhook_service.store.history import EventFilter, list_events
 from webhook_service.timeutil import now_ms
 
@@ -18,11 +20,12 @@ routes = web.RouteTableDef()
 
 @routes.get("/v1/events")
 async def list_route(request: web.Request) -> web.Response:
+    since, until = query_times(request)
     query = EventFilter(
         event_type=request.query.get("type"),
         key_id=request.query.get("key_id"),
-        since_ms=query_time(request, "since"),
-        until_ms=query_time(request, "until"),
+        since_ms=since,
+        until_ms=until,
     )
     limit, cursor = page_params(request)
     page = await list_events(services(request).redis, query, limit, cursor)
@@ -31,13 +34,31 @@ async def list_route(request: web.Request) -> web.Response:
     )
 
 
+_NO_EVENT = "No event has this id."
+
+
+def _sender(request: web.Request) -> str | None:
+    """Whose events the caller may replay or expunge: those sent with its own key; an admin
+    may act on any (None). Another producer's events are answered as missing (404), as
+    if they did not exist, rather than 403, which would say that they do."""
+    caller = request[CALLER]
+    return None if Scope.ADMIN in caller.scopes else caller.key_id
+
+
 def _refusal(outcome: str) -> ProblemError:
     if outcome == "missing":
-        return ProblemError(404, "No event has this id.")
+        return ProblemError(404, _NO_EVENT)
     if outcome == "no_payload":
         return ProblemError(409, "This event's payload was deleted: there is nothing to send.")
     if outcome == "endpoint_disabled":
         return ProblemError(409, "This endpoint is disabled; enable it first.")
+    if outcome == "not_subscribed":
+        return ProblemError(
+            422,
+            "This endpoint does not subscribe to this event's type.",
+            kind="not-subscribed",
+            errors=[{"pointer": "/endpoint_id", "detail": "not subscribed to the event's type"}],
+        )
     return ProblemError(
         422,
         "No endpoint has this id.",
@@ -57,6 +78,7 @@ async def replay(request: web.Request) -> web.Response:
         now_ms(),
         svc.settings.max_attempts,
         int(svc.settings.wakeup_grace * 1000),
+        sender=_sender(request),
     )
     if replayed.outcome != "ok":
         raise _refusal(replayed.outcome)
@@ -75,6 +97,7 @@ async def replay(request: web.Request) -> web.Response:
 @routes.delete("/v1/events/{event_id}/payload")
 async def expunge_payload(request: web.Request) -> web.Response:
     svc = services(request)
-    if not await svc.events.expunge_payload(request.match_info["event_id"], now_ms()):
-        raise ProblemError(404, "No event has this id.")
+    event_id = request.match_info["event_id"]
+    if not await svc.events.expunge_payload(event_id, now_ms(), sender=_sender(request)):
+        raise ProblemError(404, _NO_EVENT)
     return web.Response(status=204)

@@ -12,7 +12,7 @@ from webhook_service.store.deliveries import Attempt, DeliveryRecord
 from webhook_service.store.endpoints import EndpointRecord
 from webhook_service.store.history import EventSummary
 from webhook_service.store.jobs import JobRecord
-from webhook_service.timeutil import iso, parse_iso
+from webhook_service.timeutil import iso, parse_instant
 
 EventType = Annotated[
     str,
@@ -109,9 +109,9 @@ class EndpointPatch(_Strict):
 
 def _instant(text: str) -> str:
     try:
-        parse_iso(text)
+        parse_instant(text)
     except ValueError:
-        raise ValueError("an ISO 8601 date-time, e.g. 2026-01-31T12:00:00Z") from None
+        raise ValueError("an ISO 8601 date-time from 1970 on, e.g. 2026-01-31T12:00:00Z") from None
     return text
 
 

@@ -101,14 +101,20 @@ def _from_hash(endpoint_id: str, raw: dict[str, str]) -> EndpointRecord:
     )
 
 
+class EndpointLimitReached(Exception):
+    """There are WEBHOOK_MAX_ENDPOINTS endpoints already: one more is refused."""
+
+
 class EndpointStore:
     def __init__(self, redis: Redis, scripts: Scripts) -> None:
         self._redis = redis
         self._scripts = scripts
 
-    async def save(self, record: EndpointRecord, *, creating: bool) -> None:
+    async def save(self, record: EndpointRecord, *, creating: bool, max_endpoints: int = 0) -> None:
         """Write the endpoint. Secrets and the enabled state only on creation: later they
-        change by their own atomic steps, so an update never undoes a rotation or a disable."""
+        change by their own atomic steps, so an update never undoes a rotation or a disable.
+        A new endpoint is refused (EndpointLimitReached) when there are ``max_endpoints``
+        already (0: no limit)."""
         types = (
             ""
             if record.event_types is None
@@ -131,7 +137,8 @@ class EndpointStore:
             fields += ["disabled", "1" if record.disabled else "0"]
             if record.disabled:
                 fields += ["disabled_reason", "manual", "disabled_at", record.created_ms]
-        await self._scripts.run("endpoint_save", [record.id, *fields])
+        if not await self._scripts.run("endpoint_save", [record.id, max_endpoints, *fields]):
+            raise EndpointLimitReached(max_endpoints)
 
     async def set_disabled(self, endpoint_id: str, disabled: bool, now_ms: int) -> bool:
         """Disable (reason 'manual') or enable; False when there is no such endpoint."""

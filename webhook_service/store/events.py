@@ -47,7 +47,9 @@ class Accepted:
 
 @dataclass(frozen=True)
 class Replayed:
-    outcome: Literal["ok", "missing", "no_payload", "no_endpoint", "endpoint_disabled"]
+    outcome: Literal[
+        "ok", "missing", "no_payload", "no_endpoint", "not_subscribed", "endpoint_disabled"
+    ]
     delivery_ids: tuple[str, ...] = ()
     pending: tuple[str, ...] = ()  # the ones to wake; a disabled endpoint's wait
 
@@ -123,19 +125,28 @@ class EventStore:
         )
 
     async def replay(
-        self, event_id: str, endpoint_id: str | None, now_ms: int, budget: int, grace_ms: int
+        self,
+        event_id: str,
+        endpoint_id: str | None,
+        now_ms: int,
+        budget: int,
+        grace_ms: int,
+        *,
+        sender: str | None,
     ) -> Replayed:
-        """New deliveries of a stored event: to every endpoint subscribed now, or to one."""
+        """New deliveries of a stored event: to every endpoint subscribed now, or to one
+        that is. ``sender``: only an event sent with this API key id counts (None: any)."""
         # A replay's ids begin with its own time and randomness where an original's begin
         # with the event's (ids.delivery_id), so the two never collide.
         part = new_id("dlv", now_ms).partition("_")[2]
         reply = await self._scripts.run(
-            "replay", [now_ms, event_id, part, budget, grace_ms, endpoint_id or ""]
+            "replay", [now_ms, event_id, part, budget, grace_ms, endpoint_id or "", sender or ""]
         )
         if reply[0] != "ok":
             return Replayed(reply[0])
         return Replayed("ok", tuple(reply[1]), tuple(reply[2]))
 
-    async def expunge_payload(self, event_id: str, now_ms: int) -> bool:
-        """Delete the event's body; False when there is no such event."""
-        return bool(await self._scripts.run("expunge", [event_id, now_ms]))
+    async def expunge_payload(self, event_id: str, now_ms: int, *, sender: str | None) -> bool:
+        """Delete the event's body; False when there is no such event sent with the API key
+        id ``sender`` (None: with any key)."""
+        return bool(await self._scripts.run("expunge", [event_id, now_ms, sender or ""]))

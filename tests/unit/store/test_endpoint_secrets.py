@@ -82,8 +82,8 @@ async def _saved_fields(record: EndpointRecord, *, creating: bool = True) -> dic
     )
     [(name, args)] = scripts.calls
     assert name == "endpoint_save"
-    assert args[0] == record.id
-    pairs = args[1:]
+    assert args[:2] == [record.id, 0]  # no limit on endpoints
+    pairs = args[2:]
     return {str(k): str(v) for k, v in zip(pairs[::2], pairs[1::2], strict=True)}
 
 

@@ -1,12 +1,16 @@
 -- Create or update an endpoint and its subscriptions together. Disabled endpoints stay
 -- subscribed: their events are kept as 'disabled' deliveries until a recovery.
--- ARGV: id, field/value pairs... (must include url, event_types and operations)
-local id = ARGV[1]
+-- ARGV: id, the most endpoints there may be ('0': no limit), field/value pairs... (must
+-- include url, event_types and operations).
+-- Returns 1, or 0 when a new endpoint would pass the limit (and nothing is written): the
+-- count is checked here, in the step that adds one, so concurrent creations cannot pass it.
+local id, most = ARGV[1], tonumber(ARGV[2])
 local key = K.endpoint .. id
 local old = redis.call('HMGET', key, 'event_types', 'url')
+if not old[2] and most > 0 and redis.call('ZCARD', K.endpoints) >= most then return 0 end
 if old[2] then unsubscribe(id, old[1]) end
 local fields = {}
-for i = 2, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 3, #ARGV do fields[#fields + 1] = ARGV[i] end
 -- A new endpoint gets the next sequence number, which its delivery ids end with (shorter
 -- than its id), and endpoint_seqs maps that tail back to it, for good (its deliveries
 -- outlive it). One made before there were any keeps none: its delivery ids end with its

@@ -1,21 +1,34 @@
 -- Replay an event: one new delivery to each endpoint subscribed to its type now, or to the
--- one named. The new ids start with the replay's own time-ordered part, so they never meet
--- the originals (whose ids start with the event's) and list as new; the originals and their
--- attempt logs stay as they were.
+-- one named, if it is subscribed. The new ids start with the replay's own time-ordered
+-- part, so they never meet the originals (whose ids start with the event's) and list as
+-- new; the originals and their attempt logs stay as they were.
 -- ARGV: now_ms, event_id, replay part (26 characters), budget, grace_ms,
---       endpoint_id ('' = every endpoint subscribed now)
+--       endpoint_id ('' = every endpoint subscribed now),
+--       sender (the API key id the event must have been sent with; '' = any, for an admin)
 -- Returns {'ok', ids, pending ids}, or {why}: 'missing', 'no_payload', 'no_endpoint',
--- 'endpoint_disabled'.
+-- 'not_subscribed', 'endpoint_disabled'.
 local now, event_id, part = tonumber(ARGV[1]), ARGV[2], ARGV[3]
-local budget, due_at, only = tonumber(ARGV[4]), now + tonumber(ARGV[5]), ARGV[6]
+local budget, due_at = tonumber(ARGV[4]), now + tonumber(ARGV[5])
+local only, sender = ARGV[6], ARGV[7]
 local ekey = K.event .. event_id
-local ev = redis.call('HMGET', ekey, 'type', 'body', 'dlvs')
-if not ev[1] then return {'missing'} end
+
+-- Whether a new event of this type would reach the endpoint: ours (operational) by its
+-- operations flag, any other by its event_types (none: every type).
+local function subscribed(ep, etype)
+  if OPS_TYPES[etype] then return redis.call('SISMEMBER', K.sub_ops, ep) == 1 end
+  return redis.call('SISMEMBER', K.sub_type .. etype, ep) == 1
+    or redis.call('SISMEMBER', K.sub_all, ep) == 1
+end
+
+local ev = redis.call('HMGET', ekey, 'type', 'body', 'dlvs', 'key')
+-- Another key's event is answered as no event at all: that it exists is not for this caller.
+if not ev[1] or (sender ~= '' and ev[4] ~= sender) then return {'missing'} end
 if not ev[2] then return {'no_payload'} end
 local endpoints
 if only ~= '' then
   local ep = redis.call('HMGET', K.endpoint .. only, 'url', 'disabled')
   if not ep[1] then return {'no_endpoint'} end
+  if not subscribed(only, ev[1]) then return {'not_subscribed'} end
   if ep[2] == '1' then return {'endpoint_disabled'} end
   endpoints = {only}
 elseif OPS_TYPES[ev[1]] then
