@@ -1,8 +1,9 @@
-"""Re-seal every endpoint secret under a new master key, online and resumable.
+"""Re-seal every endpoint secret and header value under a new master key, online and
+resumable.
 
 Each endpoint is rewritten on its own under optimistic locking (WATCH the hash, re-read,
 re-seal, MULTI/HSET/EXEC, retry on a conflict), so an API update or a secret rotation that
-lands mid-run is never overwritten. Secrets already sealed with the new key are left as
+lands mid-run is never overwritten. Values already sealed with the new key are left as
 they are: a second run, or a run after a crash, only finishes what is left.
 """
 
@@ -19,7 +20,14 @@ import redis
 from webhook_service.crypto import MasterKeyError, SecretBox, generate_master_key
 from webhook_service.store import keys
 from webhook_service.store.apikeys import reseal_pepper
-from webhook_service.store.endpoints import SealedSecret, decode_secrets, encode_secrets
+from webhook_service.store.endpoints import (
+    SealedSecret,
+    decode_headers,
+    decode_secrets,
+    encode_headers,
+    encode_secrets,
+    header_associated,
+)
 
 Outcome = Literal["resealed", "already_current", "missing"]
 
@@ -30,7 +38,7 @@ _MAX_ATTEMPTS = 50
 @dataclass
 class RekeyReport:
     resealed: int = 0  # endpoints rewritten under the new key
-    already_current: int = 0  # endpoints with nothing to do (every secret under the new key)
+    already_current: int = 0  # endpoints with nothing to do (all sealed under the new key)
     missing: int = 0  # endpoints deleted between the listing and the rewrite
 
     def __str__(self) -> str:
@@ -62,23 +70,40 @@ def _endpoint_ids(client: redis.Redis, batch: int) -> Iterator[str]:
         lower = "(" + page[-1]
 
 
-def _reseal(
-    old: SecretBox, new: SecretBox, endpoint_id: str, secrets: list[SealedSecret]
-) -> list[SealedSecret] | None:
-    """The secrets sealed under ``new``, or None when every one already is."""
-    if all(new.sealed_with_current(s.sealed) for s in secrets):
+def _reseal(old: SecretBox, new: SecretBox, token: str, associated: str, endpoint_id: str) -> str:
+    """``token`` sealed under ``new`` (itself when it already is)."""
+    if new.sealed_with_current(token):
+        return token
+    try:
+        return new.seal(old.open(token, associated), associated)
+    except MasterKeyError as exc:
+        raise MasterKeyError(f"endpoint {endpoint_id}: {exc}") from None
+
+
+def _resealed(
+    old: SecretBox, new: SecretBox, endpoint_id: str, secrets_text: str, headers_text: str
+) -> tuple[str, str] | None:
+    """The endpoint's ``secrets`` and ``headers`` (whose values are sealed) with every value
+    under ``new``, or None when every one already is."""
+    secrets = decode_secrets(secrets_text)
+    headers = decode_headers(headers_text)
+    tokens = [s.sealed for s in secrets] + list(headers.values())
+    if all(new.sealed_with_current(token) for token in tokens):
         return None
-    resealed: list[SealedSecret] = []
-    for secret in secrets:
-        if new.sealed_with_current(secret.sealed):
-            resealed.append(secret)
-            continue
-        try:
-            plain = old.open(secret.sealed, endpoint_id)
-        except MasterKeyError as exc:
-            raise MasterKeyError(f"endpoint {endpoint_id}: {exc}") from None
-        resealed.append(SealedSecret(new.seal(plain, endpoint_id), secret.expires_ms))
-    return resealed
+    return (
+        encode_secrets(
+            [
+                SealedSecret(_reseal(old, new, s.sealed, endpoint_id, endpoint_id), s.expires_ms)
+                for s in secrets
+            ]
+        ),
+        encode_headers(
+            {
+                name: _reseal(old, new, token, header_associated(endpoint_id, name), endpoint_id)
+                for name, token in headers.items()
+            }
+        ),
+    )
 
 
 def _rekey_one(client: redis.Redis, old: SecretBox, new: SecretBox, endpoint_id: str) -> Outcome:
@@ -92,13 +117,12 @@ def _rekey_one(client: redis.Redis, old: SecretBox, new: SecretBox, endpoint_id:
                 # After WATCH the pipeline runs commands at once, like the client.
                 if not pipe.exists(key):
                     return "missing"
-                text = pipe.hget(key, "secrets")
-                secrets = decode_secrets(_text(text))
-                resealed = _reseal(old, new, endpoint_id, secrets)
+                secrets, headers = pipe.hmget(key, ["secrets", "headers"])
+                resealed = _resealed(old, new, endpoint_id, _text(secrets), _text(headers))
                 if resealed is None:
                     return "already_current"
                 pipe.multi()
-                pipe.hset(key, "secrets", encode_secrets(resealed))
+                pipe.hset(key, mapping={"secrets": resealed[0], "headers": resealed[1]})
                 pipe.execute()
                 return "resealed"
             except redis.WatchError:
@@ -109,8 +133,8 @@ def _rekey_one(client: redis.Redis, old: SecretBox, new: SecretBox, endpoint_id:
 def rotate_master_key(
     client: redis.Redis, old: SecretBox, new: SecretBox, batch: int = 100
 ) -> RekeyReport:
-    """Re-seal every endpoint's secrets, and the API keys' pepper, under ``new``; ``old``
-    must open them.
+    """Re-seal every endpoint's secrets and header values, and the API keys' pepper, under
+    ``new``; ``old`` must open them.
 
     ``old`` and ``new`` may be one keyring holding both keys (current = the new one).
     """
@@ -148,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``webhook-service rotate-master-key [--new-key B64]``; ``argv`` is what follows it."""
     parser = argparse.ArgumentParser(
         prog="webhook-service rotate-master-key",
-        description="Re-seal every endpoint secret under a new master key. "
+        description="Re-seal every endpoint secret and header value under a new master key. "
         "WEBHOOK_MASTER_KEY (and WEBHOOK_PREVIOUS_MASTER_KEYS) must open the stored secrets.",
     )
     parser.add_argument(

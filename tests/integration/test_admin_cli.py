@@ -130,6 +130,47 @@ async def test_send_show_retry_and_replay_an_event(api: Api, receiver: Receiver)
     assert event_id in history.out
 
 
+# A receiver's 500 body that, printed raw, erases the line, writes "200 OK" where the
+# outcome was, and retitles the terminal.
+HOSTILE = "\x1b[2K\r200 OK\x1b]0;pwned\x07"
+
+
+async def test_a_hostile_receiver_cannot_steer_the_terminal(api: Api, receiver: Receiver) -> None:
+    receiver.bodies["cli_hostile"] = HOSTILE
+    _, _, delivery_id = await failed_delivery(api, receiver, "cli_hostile")
+
+    shown = await cli(api, "deliveries", "show", delivery_id)
+    assert shown.code == 0, shown.err
+    for char in ("\x1b", "\x07", "\r"):
+        assert char not in shown.out
+    assert shown.out.count("\\x1b[2K\\r200 OK") == 4  # every attempt's answer, made visible
+    assert "last outcome  500" in shown.out
+    # --json keeps the value exactly, escaped as JSON.
+    as_json = await cli(api, "deliveries", "show", delivery_id, "--json")
+    assert "\x1b" not in as_json.out
+    assert {a["response_body"] for a in as_json.json()["attempt_log"]} == {HOSTILE}
+
+
+async def test_endpoint_header_values_only_for_keys_that_may_change_them(
+    api: Api, receiver: Receiver
+) -> None:
+    token = "rcv-token-0123456789"
+    created = (
+        await cli(api, "endpoints", "create", receiver.url("cli-hdr"), "--header",
+                  f"Authorization=Bearer {token}", "--json")
+    ).json()  # fmt: skip
+    api.created_endpoints.append(created["id"])
+    by_admin = await cli(api, "endpoints", "show", created["id"])
+    assert f"headers      Authorization: Bearer {token}" in by_admin.out
+    reader = (await make_key(api, ["endpoints:read"]))["key"]
+    shown = await cli(api, "endpoints", "show", created["id"], key=reader)
+    assert shown.code == 0, shown.err
+    assert "headers      Authorization: (needs endpoints:write)" in shown.out
+    assert token not in shown.out
+    as_json = (await cli(api, "endpoints", "show", created["id"], "--json", key=reader)).json()
+    assert as_json["headers"] == {"Authorization": None}
+
+
 async def test_bulk_retry_follows_its_job_with_a_progress_bar(api: Api, receiver: Receiver) -> None:
     endpoint_id, _, _ = await failed_delivery(api, receiver, "cli_bulk")
     for n in range(2, 4):

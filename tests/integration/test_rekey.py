@@ -23,7 +23,10 @@ from webhook_service.store.endpoints import (
     EndpointRecord,
     EndpointStore,
     SealedSecret,
+    decode_headers,
     decode_secrets,
+    open_headers,
+    seal_headers,
 )
 from webhook_service.store.scripts import Scripts
 from webhook_service.timeutil import now_ms
@@ -164,6 +167,32 @@ def test_rotation_reseals_everything_and_is_idempotent(
         for value in values:
             assert value.encode() not in aof
             assert value.split("_", 1)[1].encode() not in aof
+
+
+def test_rotation_reseals_header_values(valkey: EmbeddedValkey, client: redis.Redis) -> None:
+    """Header values (the receiver's credentials) are sealed like secrets and move with them;
+    also when the secrets already are under the new key and only the headers are not."""
+    old_box, new_box = SecretBox(OLD), SecretBox(NEW)
+    values: dict[str, dict[str, str]] = {}
+    for secret_box in (old_box, new_box):
+        endpoint_id = new_id("ep")
+        values[endpoint_id] = {"Authorization": f"Bearer {secrets.token_hex(16)}", "X-N": "1"}
+        made = record(endpoint_id, [SealedSecret(secret_box.seal(plain_secret(), endpoint_id))])
+        made.sealed_headers = seal_headers(old_box, endpoint_id, values[endpoint_id])
+        save(valkey.url, made)
+
+    report = rotate_master_key(client, old_box, new_box)
+
+    assert report == RekeyReport(resealed=2, already_current=0, missing=0)
+    for endpoint_id, plain in values.items():
+        text = client.hget(keys.endpoint(endpoint_id), "headers")
+        assert isinstance(text, str)
+        sealed = decode_headers(text)
+        assert all(new_box.sealed_with_current(token) for token in sealed.values())
+        assert open_headers(SecretBox(NEW), endpoint_id, sealed) == plain
+        assert all(new_box.sealed_with_current(s.sealed) for s in stored(client, endpoint_id))
+    again = rotate_master_key(client, old_box, new_box)
+    assert again == RekeyReport(resealed=0, already_current=2, missing=0)
 
 
 def test_keyring_box_as_both_sides_and_partial_state(

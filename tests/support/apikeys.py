@@ -43,10 +43,13 @@ BOOKKEEPING = (
 )
 
 
-async def redis_contents(client: Redis, *, skip: Sequence[str] = BOOKKEEPING) -> dict[str, Any]:
-    """Every key of ours but ``skip``, with its type and whole value."""
+async def redis_contents(
+    client: Redis, *, skip: Sequence[str] = BOOKKEEPING, match: str = keys.PREFIX + "*"
+) -> dict[str, Any]:
+    """Every key of ours (or every one ``match`` names) but ``skip``, with its type and
+    whole value."""
     contents: dict[str, Any] = {}
-    async for raw in client.scan_iter(match=keys.PREFIX + "*", count=1000):
+    async for raw in client.scan_iter(match=match, count=1000):
         key = raw.decode() if isinstance(raw, bytes) else str(raw)
         if key in skip:
             continue

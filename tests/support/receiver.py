@@ -32,6 +32,7 @@ class Receiver:
     behaviours: dict[str, Behaviour] = field(default_factory=dict)
     hang: set[str] = field(default_factory=set)
     slow: dict[str, float] = field(default_factory=dict)  # seconds to wait before answering
+    bodies: dict[str, str] = field(default_factory=dict)  # what to answer; else "answer <code>"
     received: list[Received] = field(default_factory=list)
     # Requests being answered now, and the most there ever were at once, per endpoint.
     in_flight: dict[str, int] = field(default_factory=dict)
@@ -75,7 +76,7 @@ class Receiver:
             await asyncio.sleep(3600)
         await asyncio.sleep(self.slow.get(name, 0.0))
         got.status = status
-        return web.Response(status=status, text=f"answer {status}")
+        return web.Response(status=status, text=self.bodies.get(name, f"answer {status}"))
 
     async def start(self) -> None:
         app = web.Application()

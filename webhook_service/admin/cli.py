@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 
 from webhook_service.admin import (
     delivery_commands,
@@ -39,25 +38,26 @@ def explain(error: APIError) -> str:
     return "\n".join(lines)
 
 
-async def _run(args: argparse.Namespace, key: str) -> None:
+async def _run(args: argparse.Namespace, key: str, out: Output) -> None:
     async with connect(args.url, key) as api:
-        await args.admin(Context(api, args, Output(args.json), key))
+        await args.admin(Context(api, args, out, key))
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the admin command ``args`` names; the exit status."""
+    out = Output(args.json)
     if not args.key:
-        print("error: give an API key with --key or WEBHOOK_API_KEY", file=sys.stderr)
+        out.error("error: give an API key with --key or WEBHOOK_API_KEY")
         return EXIT_USAGE
     try:
-        asyncio.run(_run(args, args.key))
+        asyncio.run(_run(args, args.key, out))
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        out.error(f"error: {exc}")
         return EXIT_USAGE
     except APIError as exc:
-        print(explain(exc), file=sys.stderr)
+        out.error(explain(exc))
         return EXIT_FAILED
     except TransportError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        out.error(f"error: {exc}")
         return EXIT_FAILED
     return 0

@@ -69,6 +69,20 @@ def event_types(endpoint: dict[str, Any]) -> str:
     return ", ".join(types) if types else "all"
 
 
+# What the API gives a key without endpoints:write in place of a header's value.
+WITHHELD = "(needs endpoints:write)"
+
+
+def endpoint_headers(endpoint: dict[str, Any]) -> str:
+    """``Name: value`` pairs; a value the API withheld (null) is said to be so."""
+    shown = endpoint.get("headers") or {}
+    if not shown:
+        return NOTHING
+    return ", ".join(
+        f"{name}: {WITHHELD if value is None else value}" for name, value in shown.items()
+    )
+
+
 def health(endpoint: dict[str, Any], stats: dict[str, Any]) -> str:
     """One word for an endpoint: disabled, idle, failing, degraded or healthy.
 

@@ -1,10 +1,16 @@
-"""Aligned plain-text tables for people; scripts use ``--json`` instead."""
+"""Aligned plain-text tables for people; scripts use ``--json`` instead.
+
+Cells are made ``visible`` before they are measured, so a control character from outside
+is shown as its escape and the columns still line up.
+"""
 
 from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from webhook_service.controls import visible
 
 ELLIPSIS = "…"
 GAP = "  "
@@ -22,7 +28,7 @@ def width(text: str) -> int:
 
 def clip(text: str, limit: int) -> str:
     """At most ``limit`` columns, on one line; what is cut is marked with an ellipsis."""
-    text = " ".join(text.split())
+    text = " ".join(visible(text).split())
     if width(text) <= limit:
         return text
     kept, used = [], 0
@@ -67,4 +73,6 @@ def render(columns: Sequence[Column | str], rows: Sequence[Sequence[object]]) ->
 def render_fields(fields: Sequence[tuple[str, object]]) -> str:
     """One record as ``label  value`` lines, labels aligned; long values are kept whole."""
     size = max((width(label) for label, _ in fields), default=0)
-    return "\n".join(f"{_pad(label, size, False)}{GAP}{value}".rstrip() for label, value in fields)
+    return "\n".join(
+        f"{_pad(label, size, False)}{GAP}{visible(str(value))}".rstrip() for label, value in fields
+    )

@@ -40,6 +40,7 @@ def endpoint_fields(endpoint: JSON) -> str:
         ("event types", d.event_types(endpoint)),
         ("signature", endpoint["signature"]),
         ("rate limit", endpoint["rate_limit"] or d.NOTHING),
+        ("headers", d.endpoint_headers(endpoint)),
         ("created", d.moment(endpoint["created_at"])),
         ("updated", d.moment(endpoint["updated_at"])),
     ]

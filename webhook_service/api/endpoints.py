@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from aiohttp import web
 
 from signer import InvalidKeyError, SigningKey, generate_keypair, generate_secret
+from webhook_service.api.auth import CALLER
 from webhook_service.api.body import read_model
 from webhook_service.api.context import Services, services
 from webhook_service.api.models import EndpointIn, EndpointPatch, RotateIn, endpoint_json
 from webhook_service.api.pagination import page_params
 from webhook_service.api.problems import ProblemError
+from webhook_service.api.scopes import Scope, grants
 from webhook_service.delivery.ssrf import DestinationBlocked
 from webhook_service.ids import new_id
-from webhook_service.store.endpoints import EndpointLimitReached, EndpointRecord, SealedSecret
+from webhook_service.store.endpoints import (
+    EndpointLimitReached,
+    EndpointRecord,
+    SealedSecret,
+    open_headers,
+    seal_headers,
+)
 from webhook_service.timeutil import iso, now_ms
 
 routes = web.RouteTableDef()
@@ -41,6 +52,16 @@ async def load_endpoint(svc: Services, request: web.Request) -> EndpointRecord:
     return record
 
 
+def _shown_json(svc: Services, request: web.Request, record: EndpointRecord) -> dict[str, Any]:
+    """The endpoint as this caller may see it. Header values often are the receiver's
+    credentials: only a key that may change them (endpoints:write) reads them; any other
+    sees each name with a null value."""
+    headers: Mapping[str, str | None] = dict.fromkeys(record.sealed_headers)
+    if grants(request[CALLER].scopes, Scope.ENDPOINTS_WRITE):
+        headers = open_headers(svc.box, record.id, record.sealed_headers)
+    return endpoint_json(record, headers)
+
+
 @routes.post("/v1/endpoints")
 async def create_endpoint(request: web.Request) -> web.Response:
     svc = services(request)
@@ -60,12 +81,14 @@ async def create_endpoint(request: web.Request) -> web.Response:
         secrets=[SealedSecret(svc.box.seal(secret, endpoint_id))],
         signature=body.signature,
         public_key=public_key,
-        headers=body.headers or {},
+        sealed_headers=seal_headers(svc.box, endpoint_id, body.headers or {}),
         rate_limit=body.rate_limit,
         operations=body.operations,
     )
     await _save_new(svc, record)
-    return web.json_response({**endpoint_json(record), **_shown(secret, public_key)}, status=201)
+    return web.json_response(
+        {**_shown_json(svc, request, record), **_shown(secret, public_key)}, status=201
+    )
 
 
 async def _save_new(svc: Services, record: EndpointRecord) -> None:
@@ -113,14 +136,14 @@ async def list_endpoints(request: web.Request) -> web.Response:
     limit, cursor = page_params(request)
     records, next_cursor = await svc.endpoints.page(limit, cursor)
     return web.json_response(
-        {"data": [endpoint_json(r) for r in records], "next_cursor": next_cursor}
+        {"data": [_shown_json(svc, request, r) for r in records], "next_cursor": next_cursor}
     )
 
 
 @routes.get("/v1/endpoints/{endpoint_id}")
 async def get_endpoint(request: web.Request) -> web.Response:
     svc = services(request)
-    return web.json_response(endpoint_json(await load_endpoint(svc, request)))
+    return web.json_response(_shown_json(svc, request, await load_endpoint(svc, request)))
 
 
 @routes.patch("/v1/endpoints/{endpoint_id}")
@@ -138,7 +161,7 @@ async def patch_endpoint(request: web.Request) -> web.Response:
         record.description = patch.description
     # Collections and limits: null clears them, as for event_types.
     if "headers" in given:
-        record.headers = patch.headers or {}
+        record.sealed_headers = seal_headers(svc.box, record.id, patch.headers or {})
     if "rate_limit" in given:
         record.rate_limit = patch.rate_limit
     if "operations" in given and patch.operations is not None:
@@ -148,7 +171,7 @@ async def patch_endpoint(request: web.Request) -> web.Response:
     await svc.endpoints.save(record, creating=False)
     if "disabled" in given and patch.disabled is not None:
         await svc.endpoints.set_disabled(record.id, patch.disabled, now)
-    return web.json_response(endpoint_json(await load_endpoint(svc, request)))
+    return web.json_response(_shown_json(svc, request, await load_endpoint(svc, request)))
 
 
 @routes.post("/v1/endpoints/{endpoint_id}/enable")
@@ -165,7 +188,7 @@ async def _set_disabled(request: web.Request, *, disabled: bool) -> web.Response
     svc = services(request)
     if not await svc.endpoints.set_disabled(request.match_info["endpoint_id"], disabled, now_ms()):
         raise ProblemError(404, ENDPOINT_NOT_FOUND)
-    return web.json_response(endpoint_json(await load_endpoint(svc, request)))
+    return web.json_response(_shown_json(svc, request, await load_endpoint(svc, request)))
 
 
 @routes.delete("/v1/endpoints/{endpoint_id}")
@@ -205,5 +228,9 @@ async def rotate_secret(request: web.Request) -> web.Response:
         {"expires_at": iso(s.expires_ms)} for s in rotated.secrets if s.expires_ms is not None
     ]
     return web.json_response(
-        {**endpoint_json(rotated), **_shown(secret, public_key), "previous_keys": previous}
+        {
+            **_shown_json(svc, request, rotated),
+            **_shown(secret, public_key),
+            "previous_keys": previous,
+        }
     )

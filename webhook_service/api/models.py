@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from webhook_service.api.scopes import Scope
+from webhook_service.controls import CONTROLS
 from webhook_service.store.apikeys import ApiKeyRecord
 from webhook_service.store.deliveries import Attempt, DeliveryRecord
 from webhook_service.store.endpoints import EndpointRecord
@@ -27,8 +29,18 @@ def _unique(types: list[str] | None) -> list[str] | None:
 EventTypes = Annotated[
     list[EventType] | None, Field(min_length=1, max_length=256), AfterValidator(_unique)
 ]
-Url = Annotated[str, StringConstraints(min_length=1, max_length=2048)]
-Description = Annotated[str, StringConstraints(max_length=1024)]
+
+
+def _no_controls(text: str) -> str:
+    # People read these in terminals and pages that would obey a control character.
+    found = CONTROLS.search(text)
+    if found is not None:
+        raise ValueError(f"control characters are not allowed (U+{ord(found.group()):04X})")
+    return text
+
+
+Url = Annotated[str, StringConstraints(min_length=1, max_length=2048), AfterValidator(_no_controls)]
+Description = Annotated[str, StringConstraints(max_length=1024), AfterValidator(_no_controls)]
 
 # Headers an endpoint may not set: ours (the signature, the body's framing) and those that
 # would change how the request travels rather than what it says.
@@ -37,6 +49,10 @@ FORBIDDEN_HEADERS = frozenset(
         "host", "content-length", "content-type", "content-encoding", "transfer-encoding",
         "connection", "keep-alive", "upgrade", "te", "trailer", "expect",
         "proxy-authorization", "proxy-authenticate", "proxy-connection",
+        # What proxies say about the client and the hops, and method overrides: a receiver
+        # behind a proxy may trust them.
+        "forwarded", "x-real-ip", "via", "max-forwards",
+        "x-http-method-override", "x-http-method", "x-method-override",
     }
 )  # fmt: skip
 FORBIDDEN_HEADER_PREFIXES = ("webhook-", "proxy-", "x-forwarded-")
@@ -151,7 +167,8 @@ def event_summary_json(event: EventSummary) -> dict[str, Any]:
     }
 
 
-def endpoint_json(record: EndpointRecord) -> dict[str, Any]:
+def endpoint_json(record: EndpointRecord, headers: Mapping[str, str | None]) -> dict[str, Any]:
+    """``headers``: the endpoint's own, opened or with each value withheld (None)."""
     return {
         "id": record.id,
         "url": record.url,
@@ -160,7 +177,7 @@ def endpoint_json(record: EndpointRecord) -> dict[str, Any]:
         "disabled": record.disabled,
         "disabled_reason": record.disabled_reason if record.disabled else None,
         "disabled_at": iso(record.disabled_at_ms) if record.disabled_at_ms else None,
-        "headers": record.headers,
+        "headers": dict(headers),
         "rate_limit": record.rate_limit,
         "operations": record.operations,
         "signature": record.signature,

@@ -32,12 +32,21 @@ from webhook_service.store.deliveries import (
     NextLease,
     Outcome,
 )
-from webhook_service.store.endpoints import open_secrets
+from webhook_service.store.endpoints import decode_headers, open_headers, open_secrets
 from webhook_service.timeutil import now_ms
 
 log = logging.getLogger(__name__)
 
-_SIGNER_CACHE_SIZE = 1024
+_CACHE_SIZE = 1024
+
+
+@dataclass(frozen=True)
+class _Credentials:
+    """What a send to one endpoint carries besides the event, opened from the sealed store."""
+
+    signer: Signer
+    headers: dict[str, str]  # the endpoint's own, often the receiver's credentials
+    valid_until: float  # when the first rotated-out key expires: open them again then
 
 
 @dataclass(frozen=True)
@@ -71,9 +80,9 @@ class DeliveryEngine:
         self._max_in_flight = max_in_flight
         self._clock = clock
         self._sending: set[asyncio.Task[Result]] = set()
-        # Opening and parsing secrets costs more than signing: keep the ready signers, each
+        # Opening and parsing secrets costs more than signing: keep what was opened, each
         # until the first of its rotated-out keys expires.
-        self._signers: OrderedDict[tuple[str, str], tuple[Signer, float]] = OrderedDict()
+        self._opened: OrderedDict[tuple[str, str, str], _Credentials] = OrderedDict()
 
     async def run(self, delivery_ids: Sequence[str]) -> list[Result]:
         """Lease, send and record the whole batch before returning."""
@@ -123,24 +132,27 @@ class DeliveryEngine:
             # out and the scheduler wakes the delivery again.
             log.warning("attempt not recorded", exc_info=task.exception())
 
-    def _signer(self, job: Job, now: int) -> Signer:
-        cache_key = (job.endpoint_id, job.sealed_secrets)
-        cached = self._signers.get(cache_key)
-        if cached is not None and now < cached[1]:
-            return cached[0]
+    def _credentials(self, job: Job, now: int) -> _Credentials:
+        # The sealed text is in the key: a rotation or a header change opens afresh.
+        cache_key = (job.endpoint_id, job.sealed_secrets, job.sealed_headers)
+        cached = self._opened.get(cache_key)
+        if cached is not None and now < cached.valid_until:
+            return cached
         plain, valid_until = open_secrets(self._box, job.endpoint_id, job.sealed_secrets, now)
-        signer = Signer(plain)
-        self._signers[cache_key] = (signer, valid_until)
-        if len(self._signers) > _SIGNER_CACHE_SIZE:
-            self._signers.popitem(last=False)
-        return signer
+        headers = open_headers(self._box, job.endpoint_id, decode_headers(job.sealed_headers))
+        opened = _Credentials(Signer(plain), headers, valid_until)
+        self._opened[cache_key] = opened
+        if len(self._opened) > _CACHE_SIZE:
+            self._opened.popitem(last=False)
+        return opened
 
     async def _deliver(self, job: Job, token: str, chain: bool) -> Result:
         started = self._clock()
         body = job.body.encode()
+        credentials = self._credentials(job, started)
         # The endpoint's own headers first: ours, which the API forbids it to set, win.
-        headers = dict(job.headers)
-        headers.update(self._signer(job, started).headers(job.event_id, started // 1000, body))
+        headers = dict(credentials.headers)
+        headers.update(credentials.signer.headers(job.event_id, started // 1000, body))
         headers["Content-Type"] = "application/json"
         response = await self._transport.send(OutboundRequest(job.url, headers, body))
         # With ``chain``, the record also leases the delivery parked for the slot this send

@@ -29,7 +29,7 @@ class Job:
     body: str
     url: str
     sealed_secrets: str
-    headers: dict[str, str]  # the endpoint's own extra headers
+    sealed_headers: str  # the endpoint's own extra headers, as stored (values sealed)
 
 
 # What an attempt says about the receiver: it took it, it did not (yet), or it is gone (410).
@@ -54,9 +54,8 @@ class LeaseResult:
         skipped: dict[str, str] = {}
         for row in rows:
             if row[1] == "go":
-                headers = orjson.loads(row[8]) if row[8] else {}
                 jobs.append(
-                    Job(row[0], int(row[2]) + 1, row[3], row[4], row[5], row[6], row[7], headers)
+                    Job(row[0], int(row[2]) + 1, row[3], row[4], row[5], row[6], row[7], row[8])
                 )
             else:
                 skipped[row[0]] = row[1]

@@ -1,8 +1,9 @@
-"""Endpoints: where deliveries go, which event types they take, and their sealed secrets."""
+"""Endpoints: where deliveries go, which event types they take, their sealed secrets and
+their own headers (values sealed too: they often carry the receiver's credentials)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from math import inf
 from typing import Literal, cast
@@ -35,7 +36,8 @@ class EndpointRecord:
     secrets: list[SealedSecret] = field(default_factory=list)
     signature: Literal["hmac", "ed25519"] = "hmac"
     public_key: str | None = None  # ed25519 only: what subscribers verify with
-    headers: dict[str, str] = field(default_factory=dict)  # sent with every delivery
+    # Sent with every delivery: name -> value sealed with header_associated(id, name).
+    sealed_headers: dict[str, str] = field(default_factory=dict)
     rate_limit: float | None = None  # requests per second, across every worker
     operations: bool = False  # receives our operational events
     disabled_reason: str | None = None  # manual, gone (410) or failing
@@ -80,6 +82,36 @@ def open_secrets(
     return [box.open(s.sealed, endpoint_id) for s in live], expiry
 
 
+def header_associated(endpoint_id: str, name: str) -> str:
+    """What a header value is sealed to: its endpoint and its name, so a sealed value moved
+    onto another header, another endpoint or into ``secrets`` does not open there (the
+    worker would send a signing key to the receiver)."""
+    return f"{endpoint_id}/header/{name}"
+
+
+def seal_headers(box: SecretBox, endpoint_id: str, headers: Mapping[str, str]) -> dict[str, str]:
+    """Name -> sealed value, as stored; names stay readable (endpoints:read lists them)."""
+    return {
+        name: box.seal(value, header_associated(endpoint_id, name))
+        for name, value in headers.items()
+    }
+
+
+def open_headers(box: SecretBox, endpoint_id: str, sealed: Mapping[str, str]) -> dict[str, str]:
+    return {
+        name: box.open(token, header_associated(endpoint_id, name))
+        for name, token in sealed.items()
+    }
+
+
+def encode_headers(sealed: Mapping[str, str]) -> str:
+    return orjson.dumps(dict(sealed)).decode() if sealed else ""
+
+
+def decode_headers(text: str) -> dict[str, str]:
+    return cast(dict[str, str], orjson.loads(text)) if text else {}
+
+
 def _from_hash(endpoint_id: str, raw: dict[str, str]) -> EndpointRecord:
     types = raw.get("event_types", "")
     return EndpointRecord(
@@ -93,7 +125,7 @@ def _from_hash(endpoint_id: str, raw: dict[str, str]) -> EndpointRecord:
         secrets=decode_secrets(raw.get("secrets", "")),
         signature="ed25519" if raw.get("signature") == "ed25519" else "hmac",
         public_key=raw.get("public_key") or None,
-        headers=orjson.loads(raw["headers"]) if raw.get("headers") else {},
+        sealed_headers=decode_headers(raw.get("headers", "")),
         rate_limit=float(raw["rate_limit"]) if raw.get("rate_limit") else None,
         operations=raw.get("operations") == "1",
         disabled_reason=raw.get("disabled_reason") or None,
@@ -128,7 +160,7 @@ class EndpointStore:
             "updated", record.updated_ms,
             "signature", record.signature,
             "public_key", record.public_key or "",
-            "headers", orjson.dumps(record.headers).decode() if record.headers else "",
+            "headers", encode_headers(record.sealed_headers),
             "rate_limit", "" if record.rate_limit is None else repr(record.rate_limit),
             "operations", "1" if record.operations else "0",
         ]  # fmt: skip

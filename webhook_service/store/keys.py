@@ -10,11 +10,12 @@ Data model (all under ``PREFIX``):
 key                        type   holds
 =========================  =====  ====================================================
 endpoint:{ep}              hash   url, description, event_types (JSON), disabled,
-                                  disabled_reason, disabled_at, headers (JSON), rate_limit,
-                                  operations, secrets (encrypted JSON), created, updated,
-                                  failing_since, troubled, last_success, seq (its
-                                  sequence number, which its delivery ids end with;
-                                  none on an endpoint made before they existed)
+                                  disabled_reason, disabled_at, headers (JSON, values
+                                  sealed), rate_limit, operations, secrets (encrypted
+                                  JSON), created, updated, failing_since, troubled,
+                                  last_success, seq (its sequence number, which its
+                                  delivery ids end with; none on an endpoint made
+                                  before they existed)
 endpoints                  zset   every endpoint id (score 0, ordered by id = time)
 endpoints:seq              str    the last endpoint sequence number given (INCR)
 endpoints:seqs             hash   delivery id tail (ids.seq_tail) -> endpoint id, for every

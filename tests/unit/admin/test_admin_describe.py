@@ -64,3 +64,9 @@ def test_endpoint_state_says_why_it_is_disabled() -> None:
     assert d.endpoint_state({"disabled": True, "disabled_reason": "gone"}) == "disabled (gone)"
     assert d.event_types({"event_types": None}) == "all"
     assert d.event_types({"event_types": ["a.b", "c"]}) == "a.b, c"
+
+
+def test_endpoint_headers_say_which_values_the_api_withheld() -> None:
+    assert d.endpoint_headers({"headers": {}}) == d.NOTHING
+    shown = d.endpoint_headers({"headers": {"Authorization": None, "X-Tenant": "acme"}})
+    assert shown == f"Authorization: {d.WITHHELD}, X-Tenant: acme"

@@ -163,6 +163,25 @@ def test_endpoint_fields_are_checked(field: str, value: Any) -> None:
     assert {loc[0] for loc in locs(EndpointIn, data)} == {field}
 
 
+@pytest.mark.parametrize(
+    "char", ["\x1b", "\r", "\n", "\t", "\x00", "\x07", "\x7f", "\x9b", "\u202e"]
+)
+@pytest.mark.parametrize("model", [EndpointIn, EndpointPatch])
+@pytest.mark.parametrize("field", ["url", "description"])
+def test_control_characters_are_refused_in_url_and_description(
+    char: str, model: type[Any], field: str
+) -> None:
+    data: dict[str, Any] = {"url": "https://r.example.com/", field: f"x{char}y"}
+    [error] = errors_of(model, data)
+    assert error["loc"] == (field,)
+    assert f"U+{ord(char):04X}" in error["msg"]
+
+
+def test_printable_unicode_is_fine_in_url_and_description() -> None:
+    endpoint = EndpointIn(url="https://r.example.com/façade", description="Équipe 漢字 👍")
+    assert endpoint.description == "Équipe 漢字 👍"
+
+
 def test_description_up_to_1024_and_url_up_to_2048_are_fine() -> None:
     url = "https://r.example.com/" + "a" * (2048 - len("https://r.example.com/"))
     endpoint = EndpointIn(url=url, description="d" * 1024)

@@ -29,7 +29,12 @@ from webhook_service.delivery.transport import (
 )
 from webhook_service.ids import delivery_id, new_id
 from webhook_service.store.deliveries import Attempt, HealthPolicy, Job, LeaseResult, Recorded
-from webhook_service.store.endpoints import SealedSecret, encode_secrets
+from webhook_service.store.endpoints import (
+    SealedSecret,
+    encode_headers,
+    encode_secrets,
+    seal_headers,
+)
 
 NOW_MS = time.time_ns() // 1_000_000
 ENDPOINT_ID = new_id("ep", NOW_MS - 60_000)
@@ -88,7 +93,7 @@ def make_job(sealed: str, *, attempt: int = 1, **changes: Any) -> Job:
         "body": BODY,
         "url": URL_OK,
         "sealed_secrets": sealed,
-        "headers": {},
+        "sealed_headers": "",
     }
     fields.update(changes)
     return Job(**fields)
@@ -437,9 +442,10 @@ async def test_410_says_the_endpoint_is_gone_and_asks_no_retry(box: SecretBox) -
 
 async def test_endpoint_headers_are_sent_but_never_override_ours(box: SecretBox) -> None:
     secret = generate_secret()
+    own = {"X-Tenant": "acme", "webhook-id": "forged", "Content-Type": "text/plain"}
     job = make_job(
         seal(box, (secret, None)),
-        headers={"X-Tenant": "acme", "webhook-id": "forged", "Content-Type": "text/plain"},
+        sealed_headers=encode_headers(seal_headers(box, ENDPOINT_ID, own)),
     )
     receiver = Receiver()
     await make_engine(FakeStore([job]), box, receiver).run([DELIVERY_ID])

@@ -13,9 +13,13 @@ from webhook_service.store.endpoints import (
     EndpointRecord,
     EndpointStore,
     SealedSecret,
+    decode_headers,
     decode_secrets,
+    encode_headers,
     encode_secrets,
+    open_headers,
     open_secrets,
+    seal_headers,
 )
 
 EP = "ep_01JDZ0000000000000000000000"
@@ -53,6 +57,27 @@ def test_open_secrets_refuses_another_endpoints_secret(box: SecretBox) -> None:
     text = encode_secrets([SealedSecret(box.seal("s", "ep_other"))])
     with pytest.raises(MasterKeyError):
         open_secrets(box, EP, text, 0)
+
+
+def test_header_values_are_sealed_and_open_again(box: SecretBox) -> None:
+    plain = {"Authorization": "Bearer rcv-token", "X-Tenant": "acme"}
+    stored = encode_headers(seal_headers(box, EP, plain))
+    assert "rcv-token" not in stored and "acme" not in stored
+    assert list(decode_headers(stored)) == ["Authorization", "X-Tenant"]  # names readable
+    assert open_headers(box, EP, decode_headers(stored)) == plain
+
+
+def test_a_sealed_header_value_opens_only_where_it_was_sealed(box: SecretBox) -> None:
+    """Else someone who can write to Redis, but has no master key, could have the worker
+    send an endpoint's signing key to its receiver as a header."""
+    [token] = seal_headers(box, EP, {"Authorization": "Bearer t"}).values()
+    for elsewhere in ({"X-Debug": token}, {"Authorization": box.seal("whsec_x", EP)}):
+        with pytest.raises(MasterKeyError):
+            open_headers(box, EP, elsewhere)
+    with pytest.raises(MasterKeyError):
+        open_headers(box, "ep_other", {"Authorization": token})
+    with pytest.raises(MasterKeyError):
+        open_secrets(box, EP, encode_secrets([SealedSecret(token)]), 0)
 
 
 class _FakeScripts:
@@ -127,7 +152,7 @@ async def test_an_update_leaves_secrets_and_the_enabled_state_alone(box: SecretB
 
 async def test_headers_rate_limit_and_operations_round_trip(box: SecretBox) -> None:
     record = _record(None, box)
-    record.headers = {"X-Tenant": "acme", "Authorization": "Bearer t"}
+    record.sealed_headers = seal_headers(box, EP, {"X-Tenant": "acme", "Authorization": "t"})
     record.rate_limit = 2.5
     record.operations = True
     assert await _round_trip(record) == record
