@@ -68,7 +68,7 @@ class Rig:
         await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
         valkey = start_valkey(directory / "valkey")
         api_port, receiver_port = free_port(), free_port()
-        admin_key = "bench-" + secrets.token_urlsafe(16)
+        admin_key = "bench-" + secrets.token_urlsafe(24)
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("WEBHOOK_")},
             "WEBHOOK_REDIS_URL": valkey.url,

@@ -11,6 +11,10 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # Svix's schedule, the reference: immediately, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h.
 DEFAULT_RETRY_SCHEDULE = (0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0)
+# The bootstrap key has every scope and no rate limit, so it must not be guessable:
+# 32 characters of `openssl rand -hex 24` (48) or of what `up` generates (38) are far
+# beyond any online guessing.
+ADMIN_KEY_MIN_LENGTH = 32
 
 
 def _split_csv(value: object) -> object:
@@ -20,7 +24,11 @@ def _split_csv(value: object) -> object:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="WEBHOOK_", extra="ignore", frozen=True)
+    # Errors never quote what was given: several settings are secrets (a short admin key
+    # refused at start-up must not be printed in the refusal).
+    model_config = SettingsConfigDict(
+        env_prefix="WEBHOOK_", extra="ignore", frozen=True, hide_input_in_errors=True
+    )
 
     redis_url: str | None = None
     data_dir: Path = Path("./var")
@@ -100,6 +108,16 @@ class Settings(BaseSettings):
         if value[0] != 0:
             # The first attempt goes out as soon as the event is stored.
             raise ValueError("the first entry is the first attempt and must be 0")
+        return value
+
+    @field_validator("admin_key")
+    @classmethod
+    def _long_admin_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < ADMIN_KEY_MIN_LENGTH:
+            raise ValueError(
+                f"WEBHOOK_ADMIN_KEY must be at least {ADMIN_KEY_MIN_LENGTH} characters; "
+                "generate one with `openssl rand -hex 24`"
+            )
         return value
 
     @field_validator("allowed_networks", mode="before")

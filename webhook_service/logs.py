@@ -5,16 +5,24 @@ when the code logging it passes them in ``extra`` (``event_id``, ``delivery_id``
 ``endpoint_id``, and a few details of an attempt), so one delivery's story is a grep away.
 Only those named fields leave ``extra``, and every record is redacted before any formatter
 sees it (``redaction.py``): no secret reaches a line.
+
+A client's broken HTTP is the client's error, not ours: aiohttp logs each at ERROR with a
+traceback, which anyone who can reach the port could repeat to flood the log and bury real
+errors. ``ClientErrorFilter`` turns those into one INFO line per kind a minute.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
+from webhook_service.api.problems import client_error
 from webhook_service.config import Settings
 from webhook_service.redaction import configured_secrets, install_log_redaction
 from webhook_service.timeutil import iso
@@ -57,6 +65,46 @@ class ConsoleFormatter(logging.Formatter):
         return f"{text} [{extra}]" if extra else text
 
 
+CLIENT_ERROR_WINDOW = 60.0
+_client_errors = logging.getLogger("webhook_service.api.client_errors")
+
+
+class ClientErrorFilter(logging.Filter):
+    """On aiohttp's server logger: a record blaming a client's broken HTTP on us becomes one
+    INFO line of our own per kind each ``window`` seconds, with how many were left out.
+
+    Only the kind and status are told, not aiohttp's message: that quotes the client's bytes
+    (the offending header line, the URL), which a key may be in. Records come from the event
+    loop's thread only, so the counts need no lock.
+    """
+
+    def __init__(
+        self, window: float = CLIENT_ERROR_WINDOW, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__()
+        self._window = window
+        self._clock = clock
+        # kind -> (when its last line was written, how many were left out since)
+        self._kinds: dict[str, tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        found = client_error(record.exc_info[1] if record.exc_info else None)
+        if record.levelno <= logging.INFO or found is None:
+            return True
+        self._count(f"{found[0]} {found[1]}", record)
+        return False
+
+    def _count(self, kind: str, record: logging.LogRecord) -> None:
+        now = self._clock()
+        written, left_out = self._kinds.get(kind, (-math.inf, 0))
+        if now - written < self._window:
+            self._kinds[kind] = (written, left_out + 1)
+            return
+        self._kinds[kind] = (now, 0)
+        more = f"; {left_out} more of this kind since the last such line" if left_out else ""
+        _client_errors.info("client error %s (aiohttp: %s)%s", kind, record.getMessage(), more)
+
+
 def setup(settings: Settings, role: str) -> None:
     """One stderr handler on the root logger, in the configured format; safe to repeat."""
     install_log_redaction(configured_secrets(settings))
@@ -66,3 +114,6 @@ def setup(settings: Settings, role: str) -> None:
     root = logging.getLogger()
     root.handlers = [handler]
     root.setLevel(settings.log_level.upper())
+    server = logging.getLogger("aiohttp.server")
+    server.filters = [f for f in server.filters if not isinstance(f, ClientErrorFilter)]
+    server.addFilter(ClientErrorFilter())

@@ -15,10 +15,18 @@ import pytest
 from playwright.async_api import Browser, Dialog, Page, async_playwright, expect
 from yarl import URL
 
-from tests.integration.conftest import Api, create_endpoint, delivery_statuses, send_event, wait_for
+from tests.integration.conftest import (
+    Api,
+    create_endpoint,
+    delivery_statuses,
+    send_event,
+    serve_api,
+    settings_for,
+    wait_for,
+)
 from tests.support.apikeys import make_key
 from tests.support.receiver import Receiver
-from tests.support.stack import ADMIN_KEY
+from tests.support.stack import ADMIN_KEY, Stack
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Debian's browser, never one Playwright downloads; nothing reaches out but to our server.
@@ -230,3 +238,42 @@ async def test_the_signed_in_key_bounds_what_the_dashboard_shows(api: Api) -> No
         assert status == 204
         async with client.get(base + "/deliveries", allow_redirects=False) as revoked:
             assert (revoked.status, revoked.headers["Location"]) == (303, "/dashboard/login")
+
+
+async def _with_cookie(base: str, cookie: str, method: str = "GET", path: str = "") -> str:
+    """What a client holding only a copy of the cookie gets: the page's status, or where
+    it is sent instead."""
+    url = base + "/dashboard" + path
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as client:
+        client.cookie_jar.update_cookies({COOKIE: cookie}, response_url=URL(url))
+        async with client.request(method, url, allow_redirects=False) as response:
+            return response.headers.get("Location", str(response.status))
+
+
+async def test_signing_out_ends_every_copy_of_the_session(api: Api, stack: Stack) -> None:
+    """Sign-out ends the session in the store, not only in the browser that signed out: a
+    copy of its cookie is refused afterwards, by this API process and by any other."""
+    base = api.base + "/dashboard"
+    async with serve_api(settings_for(stack)) as (_, other):
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as client:
+            async with client.post(
+                base + "/login", data={"key": ADMIN_KEY}, allow_redirects=False
+            ) as signed_in:
+                copied = _cookie(signed_in)
+            for where in (api, other):  # the copy is a session until then, on either process
+                assert await _with_cookie(where.base, copied) == "200"
+            async with client.get(base) as home:
+                token = re.search(r'name="csrf" value="([^"]+)"', await home.text())
+            assert token is not None
+            async with client.post(
+                base + "/logout", data={"csrf": token[1]}, allow_redirects=False
+            ) as signed_out:
+                assert signed_out.headers["Location"] == "/dashboard/login?done=signed-out"
+        for where in (api, other):
+            assert await _with_cookie(where.base, copied) == "/dashboard/login"
+            assert await _with_cookie(where.base, copied, path="/deliveries") == "/dashboard/login"
+            # A form post with the copy is turned away before its token is even looked at.
+            refused = await _with_cookie(where.base, copied, "POST", "/deliveries/dlv_x/retry")
+            assert refused == "/dashboard/login"
+            # The sign-in page offers itself again rather than taking the copy as signed in.
+            assert await _with_cookie(where.base, copied, path="/login") == "200"

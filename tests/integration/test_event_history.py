@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from typing import Any
+
+from pydantic import SecretStr
 
 from tests.integration.conftest import (
     Api,
     create_endpoint,
     delivery_statuses,
     send_event,
+    serve_api,
+    settings_for,
     wait_for,
 )
+from tests.support.apikeys import make_key
 from tests.support.receiver import Receiver
-from tests.support.stack import ADMIN_KEY
-from webhook_service.api.auth import key_id
+from tests.support.stack import ADMIN_KEY, Stack
+from webhook_service.api.auth import ADMIN_KEY_ID
 
 
 async def _page(api: Api, query: str, key: str = ADMIN_KEY) -> dict[str, Any]:
@@ -43,7 +49,7 @@ async def test_events_list_filters_and_pages(api: Api, receiver: Receiver) -> No
     assert [e["id"] for e in page["data"]] == sent_a[::-1]
     newest = page["data"][0]
     assert newest["type"] == "evlist.a" and newest["deliveries"] == 1
-    assert newest["key_id"] == key_id(ADMIN_KEY) and newest["payload_deleted"] is False
+    assert newest["key_id"] == ADMIN_KEY_ID and newest["payload_deleted"] is False
     assert "data" not in newest  # a list never carries payloads
     assert [e["id"] for e in (await _page(api, f"key_id={producer['id']}"))["data"]] == [sent_b]
     both = await _page(api, f"type=evlist.b&key_id={producer['id']}")
@@ -125,3 +131,22 @@ async def _all_succeeded(api: Api, event_id: str, count: int) -> bool:
     _, event, _ = await api.call("GET", f"/v1/events/{event_id}")
     statuses = [d["status"] for d in event["deliveries"]]
     return len(statuses) == count and set(statuses) == {"succeeded"}
+
+
+async def test_the_admin_keys_id_tells_nothing_of_the_key(api: Api, stack: Stack) -> None:
+    """Any events:read key sees the id of the key that sent an event. The bootstrap key's
+    used to be a SHA-256 prefix of it, a way to test guesses offline; two API processes
+    with different admin keys now show one id, so it carries nothing of either."""
+    other_key = "another-admin-key-" + "7" * 24
+    settings = settings_for(stack).model_copy(update={"admin_key": SecretStr(other_key)})
+    reader = await make_key(api, ["events:read"])
+    async with serve_api(settings) as (_, other):
+        for sender, key in ((api, ADMIN_KEY), (other, other_key)):
+            body = {"type": "keyid.shown", "data": {}}
+            status, _, _ = await sender.call("POST", "/v1/events", json=body, key=key)
+            assert status == 202
+    shown = [e["key_id"] for e in (await _page(api, "type=keyid.shown", reader["key"]))["data"]]
+    assert len(shown) == 2 and shown[0] == shown[1] == ADMIN_KEY_ID
+    for key in (ADMIN_KEY, other_key):
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        assert shown[0].lstrip("k") not in digest and key not in shown[0]

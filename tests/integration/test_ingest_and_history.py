@@ -6,8 +6,8 @@ import redis
 
 from tests.integration.conftest import Api, create_endpoint, send_event, wait_for
 from tests.support.receiver import Receiver
-from tests.support.stack import ADMIN_KEY, Stack
-from webhook_service.api.auth import key_id
+from tests.support.stack import Stack
+from webhook_service.api.auth import ADMIN_KEY_ID
 from webhook_service.api.idempotency import fingerprint
 from webhook_service.store import keys
 
@@ -39,7 +39,7 @@ async def test_idempotent_replay_conflict_and_mismatch(
     # A first request still in flight (strict mode holds it while the AOF syncs).
     client = redis.Redis.from_url(stack.valkey.url)
     client.hset(
-        keys.idempotency(key_id(ADMIN_KEY), "in-flight-key"),
+        keys.idempotency(ADMIN_KEY_ID, "in-flight-key"),
         mapping={"hash": "x", "state": "in_flight", "event": "msg_x", "until": 2**50},
     )
     status, problem, headers_409 = await api.call(
@@ -47,7 +47,7 @@ async def test_idempotent_replay_conflict_and_mismatch(
     )
     assert status == 422  # another body than the one in flight
     client.hset(
-        keys.idempotency(key_id(ADMIN_KEY), "in-flight-key"),
+        keys.idempotency(ADMIN_KEY_ID, "in-flight-key"),
         "hash",
         fingerprint(body),
     )

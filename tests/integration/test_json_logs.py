@@ -1,9 +1,11 @@
 """WEBHOOK_LOG_FORMAT=json: the worker and scheduler processes write JSON lines, a delivery's
 lines carry its ids, and no configured secret reaches a log file; the API writes an access
-log only when WEBHOOK_ACCESS_LOG asks for one."""
+log only when WEBHOOK_ACCESS_LOG asks for one, and a client's malformed requests are a few
+INFO lines, never an error."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
+from yarl import URL
 
 from tests.integration.conftest import Api, create_endpoint, send_event, wait_for
 from tests.support.receiver import Receiver
@@ -104,3 +107,71 @@ async def test_access_log_only_when_asked_for(stack: Stack) -> None:
     assert access_lines("api-quiet") == []
     (line, *_) = access_lines("api-logged")
     assert "GET /healthz" in line["message"] and line["role"] == "api"
+
+
+# Refused by aiohttp's parser before any of our code runs: a NUL in the target, and a
+# Content-Length that is not a number.
+BAD_REQUEST_LINE = b"GET /\x00 HTTP/1.1\r\nHost: x\r\n\r\n"
+BAD_CONTENT_LENGTH = b"POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n"
+CLIENT_ERRORS = "webhook_service.api.client_errors"
+
+
+async def _raw_status(port: int, request: bytes) -> int:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(request)
+        answer = await asyncio.wait_for(reader.read(), 10)  # closed after an error
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    return int(answer.split(b" ", 2)[1])
+
+
+async def _malformed(base: str) -> list[int]:
+    """A hundred requests a client got wrong: bad JSON, a body not in its Content-Encoding,
+    a bad request line, a bad Content-Length. Each one's status."""
+    statuses = []
+    auth = {"Authorization": f"Bearer {ADMIN_KEY}", "Content-Type": "application/json"}
+    gzip = {**auth, "Content-Encoding": "gzip"}
+    async with aiohttp.ClientSession() as session:
+        for body, headers, count in ((b"{bad", auth, 30), (b"not gzip", gzip, 20)):
+            for _ in range(count):
+                async with session.post(f"{base}/v1/events", data=body, headers=headers) as sent:
+                    statuses.append(sent.status)
+    port = URL(base).port
+    assert port is not None
+    for request in [BAD_REQUEST_LINE] * 25 + [BAD_CONTENT_LENGTH] * 25:
+        statuses.append(await _raw_status(port, request))
+    return statuses
+
+
+async def _settled(log: Path, before: int) -> bool:
+    # Three kinds, or anything worse: the line for a body aiohttp fails to read is written
+    # after the answer has gone out.
+    lines = _json_lines(log)[before:]
+    return len(lines) >= 3 or any(line["level"] != "INFO" for line in lines)
+
+
+async def test_malformed_requests_are_a_few_info_lines(stack: Stack) -> None:
+    log = stack.directory / "api-malformed.log"
+    base = _api_process(stack, "api-malformed", {})
+    try:
+        await _get_until_up(f"{base}/healthz")
+        before = len(_json_lines(log))
+        assert await _malformed(base) == [400] * 100
+        await wait_for(lambda: _settled(log, before))
+        await asyncio.sleep(0.5)  # time for a late line to show
+    finally:
+        stack.kill("api-malformed")
+    lines = _json_lines(log)[before:]
+    assert "Traceback" not in log.read_text()
+    assert [(line["level"], "exc" in line) for line in lines] == [("INFO", False)] * len(lines)
+    # One line per kind: the parser's two, and the undecodable body; the bad JSON is
+    # answered and not logged.
+    assert {line["logger"] for line in lines} == {CLIENT_ERRORS} and len(lines) == 3
+    kinds = sorted(line["message"].split(" (")[0] for line in lines)
+    assert kinds == [
+        "client error 400 BadHttpMessage",
+        "client error 400 ContentEncodingError",
+        "client error 400 InvalidURLError",
+    ]

@@ -6,13 +6,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.conftest import Api, create_endpoint, send_event, wait_for
 from tests.support.receiver import Receiver
+from tests.support.stack import ADMIN_KEY
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 async def _scrape(api: Api) -> Samples:
     async with api.session.get(
-        api.base + "/metrics", headers={"Authorization": "Bearer test-admin-key-0123456789"}
+        api.base + "/metrics", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
     ) as response:
         assert response.status == 200
         assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")

@@ -15,7 +15,7 @@ from pathlib import Path
 from webhook_service.crypto import generate_master_key
 from webhook_service.embedded import EmbeddedValkey, start_valkey
 
-ADMIN_KEY = "test-admin-key-0123456789"
+ADMIN_KEY = "test-admin-key-0123456789abcdefghijklmnop"
 
 
 @dataclass

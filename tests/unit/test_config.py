@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 from pydantic import ValidationError
@@ -110,3 +112,33 @@ def test_settings_are_frozen() -> None:
     settings = Settings()
     with pytest.raises(ValidationError):
         settings.retry_schedule = (1.0,)  # type: ignore[misc]
+
+
+def test_the_admin_key_must_be_32_characters_or_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    short = "x" * 31
+    monkeypatch.setenv("WEBHOOK_ADMIN_KEY", short)
+    with pytest.raises(ValidationError) as caught:
+        Settings()
+    (error,) = caught.value.errors()
+    assert error["loc"] == ("admin_key",) and "at least 32 characters" in error["msg"]
+    # The refusal is printed at start-up: it never quotes the key.
+    assert short not in str(caught.value)
+    monkeypatch.setenv("WEBHOOK_ADMIN_KEY", "x" * 32)
+    assert Settings().admin_key is not None
+    monkeypatch.delenv("WEBHOOK_ADMIN_KEY")
+    assert Settings().admin_key is None  # unset: the API refuses it on its own terms
+
+
+def test_the_api_refuses_to_start_with_a_short_admin_key() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("WEBHOOK_")}
+    started = subprocess.run(
+        [sys.executable, "-m", "webhook_service", "api"],
+        env={**env, "WEBHOOK_ADMIN_KEY": "short-admin-key"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert started.returncode != 0
+    assert "WEBHOOK_ADMIN_KEY must be at least 32 characters" in started.stderr
+    assert "short-admin-key" not in started.stderr

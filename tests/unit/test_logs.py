@@ -8,6 +8,13 @@ from collections.abc import Iterator
 
 import orjson
 import pytest
+from aiohttp import web
+from aiohttp.http_exceptions import (
+    BadHttpMessage,
+    ContentEncodingError,
+    HttpProcessingError,
+    LineTooLong,
+)
 
 from webhook_service import logs
 from webhook_service.config import Settings
@@ -17,17 +24,17 @@ SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 @pytest.fixture
 def captured() -> Iterator[io.StringIO]:
-    root = logging.getLogger()
-    saved = (root.handlers[:], root.level, logging.getLogRecordFactory())
+    root, server = logging.getLogger(), logging.getLogger("aiohttp.server")
+    saved = (root.handlers[:], root.level, logging.getLogRecordFactory(), server.filters[:])
     stream = io.StringIO()
     yield stream
-    root.handlers, level, factory = saved
+    root.handlers, level, factory, server.filters = saved
     root.setLevel(level)
     logging.setLogRecordFactory(factory)
 
 
 def _setup(stream: io.StringIO, fmt: str) -> None:
-    logs.setup(Settings(log_format=fmt, admin_key="whadm_" + "k" * 20), "worker")
+    logs.setup(Settings(log_format=fmt, admin_key="whadm_" + "k" * 32), "worker")
     handler = logging.getLogger().handlers[0]
     assert isinstance(handler, logging.StreamHandler)
     handler.setStream(stream)
@@ -78,3 +85,84 @@ def test_no_secret_reaches_a_line(captured: io.StringIO, fmt: str) -> None:
     logging.getLogger("t").info("rotated to %s with Bearer %s", SECRET, "whadm_" + "k" * 20)
     text = captured.getvalue()
     assert SECRET not in text and "k" * 20 not in text
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def server_log() -> Iterator[tuple[logging.Logger, Clock]]:
+    """A logger standing in for aiohttp's server logger, with the filter on a fake clock."""
+    clock = Clock()
+    log = logging.getLogger("test.aiohttp.server")
+    log.filters = [logs.ClientErrorFilter(clock=clock)]
+    yield log, clock
+    log.filters = []
+
+
+def _refuse(log: logging.Logger, exc: BaseException) -> None:
+    # As aiohttp's RequestHandler.handle_error logs a request it could not parse.
+    log.exception("Error handling request from %s", "127.0.0.1", exc_info=exc)
+
+
+def test_a_clients_broken_http_is_one_info_line_per_kind_a_minute(
+    server_log: tuple[logging.Logger, Clock], caplog: pytest.LogCaptureFixture
+) -> None:
+    log, clock = server_log
+    quoted = "Invalid header value char:\n\n  b'Authorization: Bearer leaked-key-text'"
+    with caplog.at_level(logging.DEBUG):
+        for _ in range(100):
+            _refuse(log, BadHttpMessage(quoted))
+        _refuse(log, LineTooLong("header", "8190", "9000"))
+        clock.now += 59
+        _refuse(log, BadHttpMessage(quoted))
+        clock.now += 1
+        _refuse(log, BadHttpMessage(quoted))
+    lines = caplog.records
+    assert [r.levelname for r in lines] == ["INFO"] * 3
+    assert {r.name for r in lines} == {"webhook_service.api.client_errors"}
+    assert not [r for r in lines if r.exc_info or r.exc_text]
+    first, other_kind, a_minute_on = (r.getMessage() for r in lines)
+    assert "client error 400 BadHttpMessage" in first and "more" not in first
+    assert "from 127.0.0.1" in first
+    assert "client error 400 LineTooLong" in other_kind
+    assert "100 more of this kind" in a_minute_on  # 99 in the first minute, 1 at 59 s
+    assert "leaked-key-text" not in caplog.text
+
+
+def test_a_body_that_cannot_be_decoded_is_the_clients_error_too(
+    server_log: tuple[logging.Logger, Clock], caplog: pytest.LogCaptureFixture
+) -> None:
+    log, _ = server_log
+    wrapped = web.RequestPayloadError("400, message: Can not decode content-encoding: gzip")
+    wrapped.__cause__ = ContentEncodingError("Can not decode content-encoding: gzip")
+    with caplog.at_level(logging.DEBUG):
+        # After the answer, aiohttp reads what is left of the body, and fails again.
+        log.exception("Unhandled exception", exc_info=wrapped)
+    (line,) = caplog.records
+    assert line.levelname == "INFO" and "client error 400 ContentEncodingError" in line.message
+
+
+@pytest.mark.parametrize(
+    "exc", [RuntimeError("a bug of ours"), HttpProcessingError(code=500, message="ours")]
+)
+def test_our_own_errors_stay_errors_with_their_traceback(
+    server_log: tuple[logging.Logger, Clock], caplog: pytest.LogCaptureFixture, exc: Exception
+) -> None:
+    log, _ = server_log
+    with caplog.at_level(logging.DEBUG):
+        for _ in range(3):
+            log.exception("Error handling request from %s", "127.0.0.1", exc_info=exc)
+    assert [(r.levelname, r.exc_info is not None) for r in caplog.records] == [("ERROR", True)] * 3
+
+
+def test_setup_puts_one_filter_on_aiohttps_server_logger(captured: io.StringIO) -> None:
+    _setup(captured, "console")
+    _setup(captured, "json")
+    server = logging.getLogger("aiohttp.server")
+    assert len([f for f in server.filters if isinstance(f, logs.ClientErrorFilter)]) == 1

@@ -58,13 +58,14 @@ def test_plain_text_is_left_alone() -> None:
 
 def test_configured_secrets_are_every_secret_setting() -> None:
     settings = Settings(
-        admin_key=SecretStr("the-admin-key-1"),
+        admin_key=SecretStr("the-admin-key-1-of-at-least-32-chars"),
         master_key=SecretStr("master-key-value"),
         previous_master_keys=SecretStr("older-key-one, older-key-two"),
         redis_url="redis://default:redis-password@db:6379/0",
     )
     assert set(configured_secrets(settings)) >= {
-        "the-admin-key-1", "master-key-value", "older-key-one", "older-key-two", "redis-password",
+        "the-admin-key-1-of-at-least-32-chars", "master-key-value", "older-key-one",
+        "older-key-two", "redis-password",
     }  # fmt: skip
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 import redis.exceptions
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from pydantic import ValidationError
 from yarl import URL
 
@@ -85,6 +86,20 @@ def from_validation(exc: ValidationError, prefix: Sequence[str] = ()) -> Problem
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+def client_error(exc: BaseException | None) -> tuple[int, str] | None:
+    """The status and kind (an aiohttp exception's class name) of a client's broken HTTP,
+    or None when ``exc`` is not the client's fault. Broken HTTP: a request aiohttp could not
+    parse, or a body it could not decode (bad chunking, a Content-Encoding the bytes are not
+    in, broken multipart). Never the exception's message, which quotes the client's bytes."""
+    if isinstance(exc, web.RequestPayloadError):
+        # The body's parser wraps what it found; that names the kind.
+        cause = exc.__cause__
+        return 400, type(cause if cause is not None else exc).__name__
+    if isinstance(exc, HttpProcessingError) and 400 <= exc.code < 500:
+        return exc.code, type(exc).__name__
+    return None
+
+
 @web.middleware
 async def problem_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
@@ -96,6 +111,8 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
             raise
         problem = ProblemError(exc.status, exc.reason, headers=_allowed(exc))
         return problem.response(_instance(request))
+    except (HttpProcessingError, web.RequestPayloadError) as exc:
+        return _unreadable(request, exc)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
             redis.exceptions.BusyLoadingError, redis.exceptions.ReadOnlyError):  # fmt: skip
         return _store_unavailable(request)
@@ -108,6 +125,20 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
 
 
 _TRANSIENT_REFUSALS = ("NOREPLICAS", "MASTERDOWN")
+
+
+def _unreadable(request: web.Request, exc: Exception) -> web.Response:
+    """A body the handler could not read as sent (see ``client_error``): the client's error,
+    which aiohttp would answer as our 500 if we let it through."""
+    found = client_error(exc)
+    if found is None:
+        raise exc
+    answer = ProblemError(found[0], "The request body could not be read as sent.").response(
+        _instance(request)
+    )
+    # The rest of the body cannot be read either, so nothing after it on the connection.
+    answer.force_close()
+    return answer
 
 
 def _store_unavailable(request: web.Request) -> web.Response:

@@ -23,6 +23,7 @@ from webhook_service.dashboard.session import (
     CSRF_FIELD,
     Session,
     current,
+    end,
     forget,
     same_origin,
     valid_form_token,
@@ -69,7 +70,7 @@ def signed_in(view: View) -> Handler:
 
     @functools.wraps(view)
     async def handler(request: web.Request) -> web.StreamResponse:
-        session = current(request)
+        session = await current(request)
         if session is None:
             return redirect(path("login"))
         if request.method == "POST":
@@ -86,6 +87,7 @@ def signed_in(view: View) -> Handler:
         except APIError as exc:
             if exc.status == 401:
                 # Revoked or expired in the meantime: sign in again.
+                await end(request, session)
                 response = redirect(path("login"))
                 forget(response)
                 return response

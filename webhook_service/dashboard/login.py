@@ -12,10 +12,12 @@ from webhook_service.dashboard.markup import path, render
 from webhook_service.dashboard.session import (
     Session,
     current,
+    end,
     forget,
     keep,
     new_session,
     same_origin,
+    start,
 )
 
 _FORM = """<form method="post" action="$action" class="login">
@@ -32,7 +34,7 @@ def _login_page(note: str = "", status: int = 200, error: bool = False) -> web.R
 
 
 async def login_form(request: web.Request) -> web.StreamResponse:
-    if current(request) is not None:
+    if await current(request) is not None:
         return redirect("/dashboard")
     return _login_page(layout.notice(request))
 
@@ -67,13 +69,18 @@ async def login(request: web.Request) -> web.StreamResponse:
     problem = await _check(api_for(request, key))
     if problem is not None:
         return _login_page(problem, 422, error=True)
+    session = new_session(key)
+    await start(request, session)
     response = redirect("/dashboard")
-    keep(response, request, new_session(key))
+    keep(response, request, session)
     return response
 
 
 @signed_in
 async def logout(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+    # Server-side first: the browser may keep its cookie (or someone may hold a copy), but
+    # no process takes it once the record is gone.
+    await end(request, session)
     response = redirect(path("login") + "?done=signed-out")
     forget(response)
     return response

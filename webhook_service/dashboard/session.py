@@ -4,8 +4,16 @@ The cookie is HttpOnly (page scripts never see the key), SameSite=Strict (anothe
 page cannot make the browser send it), scoped to /dashboard, Secure over HTTPS, and without
 Max-Age, so it ends with the browser session. Its value is the key sealed with AES-GCM under
 the master key (the same keyring that seals endpoint secrets, with associated data of its
-own), so any API process can open it and nobody can read or forge one; it also expires on
-its own after ``SESSION_SECONDS``.
+own), so any API process can open it and nobody can read or forge one.
+
+A cookie alone is not a session, though: it also names a record in Redis
+(``keys.dashboard_session``), which sign-out deletes and which expires after
+``SESSION_SECONDS``. So a copy of the cookie (from a shared machine, a proxy's log, a
+stolen backup of the browser profile) is refused by every API process the moment its owner
+signs out, rather than working until its sealed expiry. The record holds nothing but its
+name: Redis never sees the key, and a copy of Redis forges no cookie. Revoking the API key a
+session was opened with ends it too, with no record to find: each page calls the API with
+that key, and a 401 signs the person out (access.py).
 
 Forms that change something also carry a token drawn at sign-in and kept in the sealed
 session, and their Origin must be this site: two defences against cross-site requests,
@@ -26,12 +34,13 @@ from aiohttp import web
 
 from webhook_service.api.context import services
 from webhook_service.crypto import MasterKeyError
+from webhook_service.store import keys
 from webhook_service.timeutil import now_ms
 
 COOKIE = "whs_dashboard"
 COOKIE_PATH = "/dashboard"
 CSRF_FIELD = "csrf"
-SESSION_SECONDS = 8 * 3600
+SESSION_SECONDS = keys.DASHBOARD_SESSION_TTL
 # Associated data: a sealed endpoint secret never opens as a session, nor the reverse.
 _PURPOSE = "dashboard-session"
 
@@ -41,28 +50,56 @@ class Session:
     key: str
     csrf: str
     expires_ms: int
+    # Names the session's record in Redis; drawn apart from the form token, which every
+    # page shows.
+    sid: str
 
 
 def new_session(key: str) -> Session:
-    return Session(key, secrets.token_urlsafe(24), now_ms() + SESSION_SECONDS * 1000)
+    expires_ms = now_ms() + SESSION_SECONDS * 1000
+    return Session(key, secrets.token_urlsafe(24), expires_ms, secrets.token_urlsafe(24))
+
+
+async def start(request: web.Request, session: Session) -> None:
+    """Record the session, so that its cookie is one from now until sign-out or expiry."""
+    redis = services(request).redis
+    await redis.set(keys.dashboard_session(session.sid), "1", ex=SESSION_SECONDS)
+
+
+async def end(request: web.Request, session: Session) -> None:
+    """Delete the session's record: its cookie, and every copy of it, is no session now."""
+    await services(request).redis.delete(keys.dashboard_session(session.sid))
 
 
 def seal(request: web.Request, session: Session) -> str:
-    plain = orjson.dumps({"k": session.key, "c": session.csrf, "e": session.expires_ms})
+    plain = orjson.dumps(
+        {"k": session.key, "c": session.csrf, "e": session.expires_ms, "s": session.sid}
+    )
     token = services(request).box.seal(plain.decode(), _PURPOSE)
     # The token holds '/', '+', '=' and ':', which cookie values may not carry unquoted.
     return base64.urlsafe_b64encode(token.encode()).decode()
 
 
-def current(request: web.Request) -> Session | None:
-    """The session the request's cookie holds, or None: absent, forged, or expired."""
+async def current(request: web.Request) -> Session | None:
+    """The session the request's cookie holds, or None: absent, forged, expired, or ended."""
+    session = _unsealed(request)
+    if session is None or session.expires_ms <= now_ms():
+        return None
+    if not await services(request).redis.exists(keys.dashboard_session(session.sid)):
+        return None
+    return session
+
+
+def _unsealed(request: web.Request) -> Session | None:
+    """What the request's cookie holds, if it is one we sealed (one sealed before sessions
+    had a record, without "s", is none: it signs in again)."""
     cookie = request.cookies.get(COOKIE)
     if not cookie:
         return None
     try:
         token = base64.urlsafe_b64decode(cookie.encode()).decode()
         fields = orjson.loads(services(request).box.open(token, _PURPOSE))
-        session = Session(str(fields["k"]), str(fields["c"]), int(fields["e"]))
+        return Session(str(fields["k"]), str(fields["c"]), int(fields["e"]), str(fields["s"]))
     except (
         binascii.Error,
         UnicodeDecodeError,
@@ -73,7 +110,6 @@ def current(request: web.Request) -> Session | None:
         ValueError,
     ):
         return None
-    return session if session.expires_ms > now_ms() else None
 
 
 def keep(response: web.StreamResponse, request: web.Request, session: Session) -> None:

@@ -82,6 +82,9 @@ apikey:{id}                hash   name, scopes (comma list), rate_limit, created
                                   (HMAC-SHA256 of the key under the pepper; never the key)
 apikeys                    zset   every API key id (score 0, ordered by id = time)
 apikeys:pepper             str    the HMAC pepper, sealed with the master key
+dashboard:session:{sid}    str    "1" while a dashboard sign-in lasts: its cookie names it,
+                                  sign-out deletes it, it expires after
+                                  DASHBOARD_SESSION_TTL (dashboard/session.py)
 durability:mark            chan   pub/sub, nothing stored: strict mode publishes to it to
                                   move its connection's replication offset (api/events.py)
 =========================  =====  ====================================================
@@ -282,6 +285,14 @@ def idempotency(key_id: str, idempotency_key: str) -> str:
 
 def api_key(key_id: str) -> str:
     return PREFIX + "apikey:" + key_id
+
+
+# A dashboard sign-in lasts 8 hours at most, however busy: a working day.
+DASHBOARD_SESSION_TTL = 8 * 3600
+
+
+def dashboard_session(session_id: str) -> str:
+    return PREFIX + "dashboard:session:" + session_id
 
 
 def limit(name: str) -> str:

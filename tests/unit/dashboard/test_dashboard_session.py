@@ -37,10 +37,13 @@ def test_the_form_token_must_be_the_sessions_own() -> None:
     assert not valid_form_token(session, None)
     assert not valid_form_token(session, "")
     assert not valid_form_token(session, new_session("key").csrf)
-    assert not valid_form_token(Session("key", "ü", 0), "u")
+    assert not valid_form_token(Session("key", "ü", 0, "sid"), "u")
 
 
-def test_each_session_draws_a_fresh_token_and_expires() -> None:
+def test_each_session_draws_a_fresh_token_and_id_and_expires() -> None:
     first, second = new_session("k"), new_session("k")
     assert first.csrf != second.csrf and len(first.csrf) >= 32
+    assert first.sid != second.sid and len(first.sid) >= 32
+    # The form token is on every page; the id must not be learnt from one.
+    assert first.sid != first.csrf
     assert first.expires_ms > 0
