@@ -25,18 +25,10 @@ ROLES = ("api", "worker", "scheduler")
 
 
 def _run_api(settings: Settings) -> int:
-    from aiohttp import web
-
+    from webhook_service.api.listener import serve
     from webhook_service.api.server import build_app
 
-    web.run_app(
-        build_app(settings),
-        host=settings.host,
-        port=settings.port,
-        print=lambda _: log.info("API listening on http://%s:%s", settings.host, settings.port),
-        handler_cancellation=True,
-        access_log=logging.getLogger("aiohttp.access") if settings.access_log else None,
-    )
+    serve(build_app(settings), settings)
     return 0
 
 

@@ -50,6 +50,17 @@ class Settings(BaseSettings):
     # Shape of accepted JSON: nesting levels, and object keys counted over the whole body.
     max_json_depth: int = Field(32, ge=2)
     max_json_keys: int = Field(10_000, ge=1)
+    # Values of any kind (containers and scalars) over the whole body: what bounds the cost of
+    # validating, storing and re-serialising a body of 80 000 empty objects.
+    max_json_nodes: int = Field(20_000, ge=1)
+    # Slow clients: the request line and headers (and an idle keep-alive connection) must
+    # come within header_timeout, a body within body_timeout; past max_connections open
+    # connections a process answers 503 at once and closes.
+    header_timeout: float = Field(20.0, gt=0, allow_inf_nan=False)
+    body_timeout: float = Field(20.0, gt=0, allow_inf_nan=False)
+    max_connections: int = Field(1000, ge=1)
+    # Requests one API key may have in flight in one API process; more get a 429.
+    key_concurrency: int = Field(64, ge=1)
     # Request line plus header lines, in bytes, and how many headers: beyond either, a 431.
     # The HTTP parser itself cuts off at twice these (a plain-text 400; see api/limits.py).
     max_header_bytes: int = Field(16 * 1024, ge=1024)

@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 
 from tests.support.receiver import Receiver
 from tests.support.stack import ADMIN_KEY, Stack, start_stack
+from webhook_service.api.listener import runner_options
 from webhook_service.api.server import build_app
 from webhook_service.config import Settings
 from webhook_service.embedded import EmbeddedValkey, start_valkey
@@ -92,10 +93,15 @@ class Api:
             return response.status, body, dict(response.headers)
 
 
+def app_server(app: web.Application, settings: Settings) -> TestServer:
+    """The app on a real socket, with the connection handling the API process has."""
+    return TestServer(app, host="127.0.0.1", **runner_options(settings))
+
+
 @pytest.fixture
 async def api(stack: Stack) -> AsyncIterator[Api]:
-    app = await build_app(settings_for(stack))
-    server = TestServer(app, host="127.0.0.1")
+    settings = settings_for(stack)
+    server = app_server(await build_app(settings), settings)
     await server.start_server()
     async with aiohttp.ClientSession() as session:
         client = Api(session, str(server.make_url("")).rstrip("/"))
@@ -112,7 +118,7 @@ async def serve_api(settings: Settings) -> AsyncIterator[tuple[web.Application, 
     """One more API process, in-process on a real socket: for settings of its own, several
     processes on one store, or a look at the app's router."""
     app = await build_app(settings)
-    server = TestServer(app, host="127.0.0.1")
+    server = app_server(app, settings)
     await server.start_server()
     try:
         async with aiohttp.ClientSession() as session:

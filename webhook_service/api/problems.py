@@ -22,6 +22,7 @@ _TITLES = {
     403: "Forbidden",
     404: "Not found",
     405: "Method not allowed",
+    408: "Request timeout",
     409: "Conflict",
     413: "Payload too large",
     414: "URI too long",
@@ -43,6 +44,7 @@ class ProblemError(Exception):
         kind: str | None = None,
         errors: Sequence[Mapping[str, str]] = (),
         headers: Mapping[str, str] | None = None,
+        close: bool = False,
     ) -> None:
         super().__init__(detail)
         self.status = status
@@ -50,6 +52,8 @@ class ProblemError(Exception):
         self.kind = kind or _TITLES.get(status, "error").lower().replace(" ", "-")
         self.errors = list(errors)
         self.headers = dict(headers or {})
+        # The connection cannot serve another request (a body left half-read): end it.
+        self.close = close
 
     def response(self, instance: str) -> web.Response:
         body: dict[str, Any] = {
@@ -61,12 +65,15 @@ class ProblemError(Exception):
         }
         if self.errors:
             body["errors"] = self.errors
-        return web.Response(
+        response = web.Response(
             status=self.status,
             body=orjson.dumps(body),
             content_type=CONTENT_TYPE,
             headers=self.headers,
         )
+        if self.close:
+            response.force_close()
+        return response
 
 
 def pointer(location: Sequence[int | str]) -> str:
@@ -133,12 +140,9 @@ def _unreadable(request: web.Request, exc: Exception) -> web.Response:
     found = client_error(exc)
     if found is None:
         raise exc
-    answer = ProblemError(found[0], "The request body could not be read as sent.").response(
-        _instance(request)
-    )
     # The rest of the body cannot be read either, so nothing after it on the connection.
-    answer.force_close()
-    return answer
+    problem = ProblemError(found[0], "The request body could not be read as sent.", close=True)
+    return problem.response(_instance(request))
 
 
 def _store_unavailable(request: web.Request) -> web.Response:

@@ -16,6 +16,7 @@ import aiohttp
 from aiohttp import web
 
 from webhook_service.admin.api import AdminApi
+from webhook_service.api.body import read_form
 from webhook_service.client.errors import APIError, TransportError
 from webhook_service.dashboard import layout
 from webhook_service.dashboard.markup import path
@@ -74,7 +75,7 @@ def signed_in(view: View) -> Handler:
         if session is None:
             return redirect(path("login"))
         if request.method == "POST":
-            form = await request.post()
+            form = await read_form(request)
             token = form.get(CSRF_FIELD)
             if not same_origin(request) or not valid_form_token(
                 session, token if isinstance(token, str) else None

@@ -6,6 +6,7 @@ from aiohttp import web
 
 from webhook_service.admin import describe as d
 from webhook_service.admin.api import BULK_RETRY_FILTERS, DELIVERY_FILTERS, JSON, AdminApi
+from webhook_service.api.body import read_form
 from webhook_service.client.errors import APIError
 from webhook_service.dashboard import charts, layout
 from webhook_service.dashboard.access import explain, redirect, signed_in
@@ -264,7 +265,7 @@ async def retry(request: web.Request, session: Session, api: AdminApi) -> web.St
 
 @signed_in
 async def bulk_retry(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
-    form = await request.post()
+    form = await read_form(request)
     query = {k: v for k in BULK_RETRY_FILTERS if isinstance(v := form.get(k), str) and v}
     job = await api.bulk_retry(query)
     return redirect(path("jobs", job["id"]))

@@ -8,6 +8,7 @@ from aiohttp import web
 
 from webhook_service.admin import describe as d
 from webhook_service.admin.api import JSON, AdminApi
+from webhook_service.api.body import read_form
 from webhook_service.client.errors import APIError
 from webhook_service.dashboard import charts, figures, layout
 from webhook_service.dashboard.access import redirect, signed_in
@@ -278,7 +279,7 @@ def _choice(raw: object, choices: tuple[tuple[str, int], ...]) -> int:
 
 @signed_in
 async def rotate(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
-    form = await request.post()
+    form = await read_form(request)
     grace = _choice(form.get("grace_period_seconds"), GRACE_CHOICES)
     rotated = await api.rotate_secret(request.match_info["endpoint_id"], grace)
     # Shown on this answer only, never put in a URL: the secret is as good as the key.
@@ -299,7 +300,7 @@ async def rotate(request: web.Request, session: Session, api: AdminApi) -> web.S
 
 @signed_in
 async def recover(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
-    form = await request.post()
+    form = await read_form(request)
     seconds = _choice(form.get("window"), RECOVER_CHOICES)
     job = await api.recover(request.match_info["endpoint_id"], iso(now_ms() - seconds * 1000), None)
     return redirect(path("jobs", job["id"]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from webhook_service.admin.api import AdminApi
+from webhook_service.api.body import read_form
 from webhook_service.client.errors import APIError, TransportError
 from webhook_service.dashboard import layout
 from webhook_service.dashboard.access import api_for, redirect, signed_in
@@ -61,7 +62,7 @@ async def login(request: web.Request) -> web.StreamResponse:
         return layout.error_page(
             403, "Refused", "This form did not come from this dashboard.", None
         )
-    form = await request.post()
+    form = await read_form(request)
     key = form.get("key")
     key = key.strip() if isinstance(key, str) else ""
     if not key:
