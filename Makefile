@@ -22,7 +22,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict webhook_service signer workers
+	$(BIN)/mypy --strict webhook_service signer workers tests bench
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
@@ -50,6 +50,7 @@ test: lint typecheck chromium
 # Celery baseline (bench/run.py). bench-full: the whole grid, many repeats (~25 min).
 bench: $(STAMP)
 	$(BIN)/python bench/bench_signer.py
+	$(BIN)/python -m bench.bench_refusals
 	$(BIN)/python -m bench.run --plan quick
 
 bench-full: $(STAMP)

@@ -147,8 +147,6 @@ def check_shape(value: Any, limits: ShapeLimits) -> None:
     nodes, keys, depth = 1, 0, 1
     level = [value] if type(value) in _CONTAINERS else []
     while level:
-        if depth > limits.depth:
-            raise _too_deep(limits.depth, _path_deeper_than(value, limits.depth))
         below: list[Any] = []
         for node in level:
             nodes += len(node)
@@ -161,7 +159,12 @@ def check_shape(value: Any, limits: ShapeLimits) -> None:
                 raise _too_many("json-too-many-nodes", limits.nodes, "values")
             if keys > limits.keys:
                 raise _too_many("json-too-many-keys", limits.keys, "object keys")
-            below.extend([child for child in children if type(child) in _CONTAINERS])
+            inner = [child for child in children if type(child) in _CONTAINERS]
+            if inner:
+                if depth >= limits.depth:
+                    raise _too_deep(limits.depth, _path_deeper_than(value, limits.depth))
+                # Empty ones hold nothing more to count: they are not walked (filter is C).
+                below.extend(filter(None, inner))
         level = below
         depth += 1
 
