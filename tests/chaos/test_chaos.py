@@ -26,6 +26,7 @@ from aiohttp.test_utils import TestServer
 
 from tests.integration.conftest import settings_for
 from tests.support.receiver import Receiver
+from tests.support.replies import members
 from tests.support.stack import ADMIN_KEY, Stack, start_stack
 from webhook_service.api.server import build_app
 from webhook_service.store import keys
@@ -85,7 +86,8 @@ async def _post(
         try:
             async with session.post(url, json=body, headers=headers) as answer:
                 if answer.status in (201, 202):
-                    return await answer.json()  # type: ignore[no-any-return]
+                    created: dict[str, Any] = await answer.json()
+                    return created
                 # 503: the store is down; 409: our own earlier try of this key is still
                 # in flight (strict mode, cut short by the crash). Both say: retry.
                 assert answer.status in (409, 503), await answer.text()
@@ -129,7 +131,7 @@ async def _faults(stack: Stack, log: list[str]) -> None:
 async def _statuses(client: redis.asyncio.Redis) -> Counter[str]:
     """Every delivery's status, read from its record: 'succeeded', the common case, has no
     index of its own (keys.UNINDEXED_STATUSES)."""
-    ids = await client.zrange(keys.DELIVERIES_INDEX, 0, -1)
+    ids = members(await client.zrange(keys.DELIVERIES_INDEX, 0, -1))
     async with client.pipeline(transaction=False) as pipe:
         for delivery_id in ids:
             pipe.hget(keys.delivery(delivery_id), "status")

@@ -10,6 +10,7 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.support.apikeys import redis_contents
+from tests.support.replies import text
 from webhook_service.crypto import MasterKeyError, SecretBox, generate_master_key
 from webhook_service.embedded import EmbeddedValkey
 from webhook_service.rekey import rotate_master_key
@@ -57,8 +58,8 @@ async def test_the_pepper_is_sealed_and_every_process_gets_the_same(client: Redi
     peppers = await asyncio.gather(*(s.pepper() for s in stores))
     assert len(set(peppers)) == 1
     assert len(peppers[0]) == 32
-    sealed = await client.get(keys.API_KEY_PEPPER)
-    assert sealed.startswith(f"v2:{box.current_kid}:")
+    sealed = text(await client.get(keys.API_KEY_PEPPER))
+    assert sealed is not None and sealed.startswith(f"v2:{box.current_kid}:")
     _, key = await stores[0].create("k", ["admin"], None, 1_700_000_000_000)
     assert await stores[7].verify(key) is not None
 
@@ -75,7 +76,8 @@ async def test_keys_survive_a_master_key_rotation(client: Redis, valkey: Embedde
         assert not reseal_pepper(sync, SecretBox(old), SecretBox(new))  # done already
     finally:
         sync.close()
-    assert (await client.get(keys.API_KEY_PEPPER)).startswith(f"v2:{SecretBox(new).current_kid}:")
+    resealed = text(await client.get(keys.API_KEY_PEPPER))
+    assert resealed is not None and resealed.startswith(f"v2:{SecretBox(new).current_kid}:")
     # Step 3: the old master key gone for good, the key still works.
     assert await ApiKeyStore(client, SecretBox(new)).verify(key) is not None
     with pytest.raises(MasterKeyError):

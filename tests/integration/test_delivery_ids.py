@@ -9,6 +9,7 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.integration.conftest import save_endpoint
+from tests.support.replies import text
 from webhook_service.ids import delivery_id, event_deliveries, looks_like, new_id
 from webhook_service.store import keys
 from webhook_service.store.deliveries import DeliveryStore
@@ -65,7 +66,7 @@ async def test_the_scripts_build_the_ids_python_spells(client: Redis) -> None:
     assert sorted(ids) == expected
     assert all(looks_like(d, "dlv") for d in ids) and len(expected[1]) == 32
     # The event lists the short ones by their tails.
-    dlvs = await client.hget(keys.event(event_id), "dlvs")
+    dlvs = text(await client.hget(keys.event(event_id), "dlvs"))
     assert dlvs is not None and len(dlvs) < 40
     assert sorted(event_deliveries(event_id, dlvs)) == expected
     # Ingest is deterministic: another event to the same endpoints ends the same way.

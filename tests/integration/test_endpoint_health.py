@@ -54,14 +54,16 @@ def _ops_events(receiver: Receiver, event_type: str) -> list[dict[str, Any]]:
 async def _endpoint(api: Api, endpoint_id: str) -> dict[str, Any]:
     status, body, _ = await api.call("GET", f"/v1/endpoints/{endpoint_id}")
     assert status == 200, body
-    return body  # type: ignore[no-any-return]
+    endpoint: dict[str, Any] = body
+    return endpoint
 
 
 async def _delivery(api: Api, event_id: str) -> dict[str, Any]:
     status, body, _ = await api.call("GET", f"/v1/events/{event_id}")
     assert status == 200, body
-    [delivery] = body["deliveries"]
-    return delivery  # type: ignore[no-any-return]
+    deliveries: list[dict[str, Any]] = body["deliveries"]
+    [delivery] = deliveries
+    return delivery
 
 
 async def test_410_disables_keeps_events_and_recover_resends_them(
@@ -75,7 +77,8 @@ async def test_410_disables_keeps_events_and_recover_resends_them(
     first = await send_event(api, "health.gone", {"n": 1})
 
     async def disabled() -> bool:
-        return (await _endpoint(api, endpoint["id"]))["disabled"]
+        is_disabled: bool = (await _endpoint(api, endpoint["id"]))["disabled"]
+        return is_disabled
 
     await wait_for(disabled)
     state = await _endpoint(api, endpoint["id"])

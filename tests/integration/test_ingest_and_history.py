@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
+
 import redis
 
 from tests.integration.conftest import Api, create_endpoint, send_event, wait_for
@@ -66,10 +68,19 @@ async def _arrived(receiver: Receiver, name: str, count: int) -> bool:
     return len(receiver.for_endpoint(name)) >= count
 
 
+class _Call(TypedDict, total=False):
+    """The keyword arguments of one Api.call."""
+
+    json: Any
+    headers: dict[str, str]
+    key: str | None
+    data: bytes
+
+
 async def test_bad_input_is_a_problem_and_stores_nothing(api: Api, stack: Stack) -> None:
     client = redis.Redis.from_url(stack.valkey.url)
     before = client.zcard(keys.EVENTS_INDEX)
-    cases = [
+    cases: list[tuple[_Call, int]] = [
         ({"data": b"{not json", "headers": {"Content-Type": "application/json"}}, 400),
         ({"data": b"type=x", "headers": {"Content-Type": "text/plain"}}, 415),
         ({"json": {"type": "bad type!", "data": {}}}, 422),
@@ -80,7 +91,7 @@ async def test_bad_input_is_a_problem_and_stores_nothing(api: Api, stack: Stack)
         ({"json": {"type": "ok.type", "data": {}}, "key": "wrong"}, 401),
     ]
     for kwargs, expected in cases:
-        status, problem, headers = await api.call("POST", "/v1/events", **kwargs)  # type: ignore[arg-type]
+        status, problem, headers = await api.call("POST", "/v1/events", **kwargs)
         assert status == expected, (kwargs.get("json"), problem)
         assert headers["Content-Type"].startswith("application/problem+json")
         assert problem["status"] == expected

@@ -20,7 +20,8 @@ async def test_expunged_payload_keeps_records_and_fails_what_is_unsent(
 
     async def sent_ok() -> bool:
         _, event, _ = await api.call("GET", f"/v1/events/{sent}")
-        return event["deliveries"][0]["status"] == "succeeded"
+        first: str = event["deliveries"][0]["status"]
+        return first == "succeeded"
 
     await wait_for(sent_ok)
     stack.kill("worker0")
@@ -49,7 +50,8 @@ async def test_expunged_payload_keeps_records_and_fails_what_is_unsent(
 
     async def failed_unsent() -> bool:
         _, event, _ = await api.call("GET", f"/v1/events/{waiting}")
-        return event["deliveries"][0]["status"] == "failed"
+        first: str = event["deliveries"][0]["status"]
+        return first == "failed"
 
     await wait_for(failed_unsent)
     _, event, _ = await api.call("GET", f"/v1/events/{waiting}")

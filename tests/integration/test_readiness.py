@@ -12,6 +12,7 @@ import redis
 from aiohttp.test_utils import TestServer
 
 from tests.integration.conftest import Api, settings_for, wait_for
+from tests.support.replies import members
 from tests.support.stack import Stack
 from webhook_service.api.context import SERVICES
 from webhook_service.api.server import build_app
@@ -76,7 +77,7 @@ async def test_ready_then_each_failure_named(public: Api, stack: Stack) -> None:
     # A worker gone quiet: stop it, and age its last beat past the bound.
     stack.kill("worker0")
     stale = now_ms() - HEARTBEAT_MAX_AGE_MS - 1000
-    for worker in client.zrange(keys.HEARTBEATS, 0, -1):
+    for worker in members(client.zrange(keys.HEARTBEATS, 0, -1)):
         client.zadd(keys.HEARTBEATS, {worker: stale})
     status, body = await _ready(public)
     assert status == 503 and await _failing(public) == {"worker_heartbeat"}

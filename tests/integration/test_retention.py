@@ -11,6 +11,7 @@ import redis
 
 from tests.integration.conftest import Api, create_endpoint, send_event, settings_for, wait_for
 from tests.support.receiver import Receiver
+from tests.support.replies import text
 from tests.support.stack import Stack
 from webhook_service.ids import event_deliveries
 from webhook_service.store import keys
@@ -94,7 +95,7 @@ async def test_trim_deletes_old_finished_history_in_bounded_slices(
 
 
 def _young_deliveries(client: redis.Redis, event_id: str) -> set[str]:
-    return set(event_deliveries(event_id, client.hget(keys.event(event_id), "dlvs")))
+    return set(event_deliveries(event_id, text(client.hget(keys.event(event_id), "dlvs"))))
 
 
 async def test_the_scheduler_trims_on_its_pass(api: Api, receiver: Receiver, stack: Stack) -> None:

@@ -100,7 +100,7 @@ async def test_no_secret_in_the_clear_in_aof_or_rdb(
         secrets.append(rotated["secret"])
     client = redis.Redis.from_url(stack.valkey.url)
     client.save()  # an RDB snapshot beside the AOF
-    client.execute_command("BGREWRITEAOF")
+    client.bgrewriteaof()
     await asyncio.sleep(1.5)
     files = [p for p in Path(stack.valkey.directory).rglob("*") if p.is_file()]
     assert any(p.suffix == ".rdb" for p in files)

@@ -68,12 +68,15 @@ class Receiver:
                 continue
         got = Received(name, headers.get("webhook-id", ""), body, headers, verified)
         self.received.append(got)
-        status = 401
+        status: int | None = 401
         if verified:
             seen = len(self.for_endpoint(name))
-            status = self.behaviours.get(name, lambda _n, _i: 200)(name, seen)
+            behaviour = self.behaviours.get(name)
+            status = 200 if behaviour is None else behaviour(name, seen)
         if name in self.hang or status is None:
             await asyncio.sleep(3600)
+        # A None status hangs until the sender gives up (the handler is cancelled then).
+        assert status is not None, "hung an hour with no status to answer"
         await asyncio.sleep(self.slow.get(name, 0.0))
         got.status = status
         return web.Response(status=status, text=self.bodies.get(name, f"answer {status}"))

@@ -8,6 +8,9 @@ from typing import Any
 
 from webhook_service.dashboard.charts import Series
 
+# Series is part of this module's answer (what outcomes, attempts and latency return).
+__all__ = ["Minutes", "Series", "attempts", "latency", "minute_labels", "outcomes"]
+
 Minutes = Sequence[dict[str, Any]]  # one stats answer's per_minute: 60 entries, oldest first
 
 

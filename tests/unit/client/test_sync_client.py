@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Literal
 
 import orjson
 import pytest
@@ -20,7 +21,7 @@ from webhook_service.client import (
 )
 
 # (status, headers, body); "drop" closes the connection without answering.
-Answer = tuple[int, dict[str, str], bytes] | str
+Answer = tuple[int, dict[str, str], bytes] | Literal["drop"]
 
 
 @dataclass
