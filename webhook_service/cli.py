@@ -138,6 +138,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser(
         "rotate-master-key", help="re-seal endpoint secrets under a new master key", add_help=False
     )
+    commands.add_parser(
+        "migrate", help="bring the store up to this release's schema, once", add_help=False
+    )
     # endpoints, events, deliveries, stats: clients of a running API, configured by their own
     # --url/--key, never by the service's settings.
     admin.register(commands)
@@ -146,6 +149,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from webhook_service.rekey import main as rotate_master_key
 
         return rotate_master_key(raw[1:])
+    if raw[:1] == ["migrate"]:
+        from webhook_service.migrate import main as migrate
+
+        return migrate(raw[1:])
     args = parser.parse_args(raw)
     if getattr(args, "admin", None) is not None:
         return admin.run(args)
@@ -154,6 +161,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     settings = Settings()
     logs.setup(settings, args.command)
+    if args.command in ROLES:
+        from webhook_service.store.schema import start_check
+
+        # No process serves a store of another schema (the read path has no legacy branch).
+        if (refused := start_check(settings.effective_redis_url)) is not None:
+            log.error("%s", refused)
+            return 1
     runners = {
         "up": _run_up,
         "api": _run_api,

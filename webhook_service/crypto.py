@@ -64,6 +64,25 @@ def _decode_blob(text: str) -> tuple[bytes, bytes]:
     return blob[:_NONCE_BYTES], blob[_NONCE_BYTES:]
 
 
+def looks_sealed(text: str) -> bool:
+    """Whether ``text`` has the shape of a token (``v2:<kid>:`` or ``v1:``, then base64 of a
+    nonce and a tag at least), opened or not: tells a value sealed under some key from one
+    stored in clear (webhook_service/migrate.py)."""
+    if text.startswith(_V2):
+        kid, sep, body = text[len(_V2) :].partition(":")
+        if not sep or len(kid) != _KID_HEX or kid.strip("0123456789abcdef"):
+            return False
+    elif text.startswith(_V1):
+        body = text[len(_V1) :]
+    else:
+        return False
+    try:
+        _decode_blob(body)
+    except MasterKeyError:
+        return False
+    return True
+
+
 class SecretBox:
     """Seals with ``master_key``; opens with it or with any of ``previous``."""
 

@@ -59,7 +59,7 @@ def _text(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def _endpoint_ids(client: redis.Redis, batch: int) -> Iterator[str]:
+def endpoint_ids(client: redis.Redis, batch: int) -> Iterator[str]:
     """Every endpoint id, a page at a time (``endpoints`` has score 0, ordered by id)."""
     lower = "-"
     while True:
@@ -141,7 +141,7 @@ def rotate_master_key(
     if batch < 1:
         raise ValueError("batch must be at least 1")
     report = RekeyReport()
-    for endpoint_id in _endpoint_ids(client, batch):
+    for endpoint_id in endpoint_ids(client, batch):
         match _rekey_one(client, old, new, endpoint_id):
             case "resealed":
                 report.resealed += 1

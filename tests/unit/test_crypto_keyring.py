@@ -9,7 +9,7 @@ import os
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from webhook_service.crypto import MasterKeyError, SecretBox, generate_master_key
+from webhook_service.crypto import MasterKeyError, SecretBox, generate_master_key, looks_sealed
 
 AD = "ep_01"
 
@@ -108,6 +108,15 @@ def test_tampered_token_fails(index: int) -> None:
 def test_malformed_tokens_are_master_key_errors(token: str) -> None:
     with pytest.raises(MasterKeyError):
         SecretBox(generate_master_key()).open(token, AD)
+
+
+def test_tokens_of_any_key_look_sealed_and_clear_values_do_not() -> None:
+    # What migrate tells apart: a value sealed under a key not held is not sealed again.
+    other = generate_master_key()
+    assert looks_sealed(SecretBox(other).seal("Bearer x", AD))
+    assert looks_sealed(v1_token(other, "Bearer x", AD))
+    for clear in ("", "Bearer v2:deadbeef:AAAA", "v2:DEADBEEF:" + "A" * 40, "v1:AAAA", "v2:x:y"):
+        assert not looks_sealed(clear), clear
 
 
 def test_bad_previous_key_is_rejected_without_echoing_it() -> None:

@@ -11,6 +11,7 @@ from webhook_service.api.app import create_app
 from webhook_service.api.context import Services
 from webhook_service.config import Settings
 from webhook_service.redaction import configured_secrets, install_log_redaction
+from webhook_service.store import schema
 from webhook_service.store.apikeys import ApiKeyStore
 from webhook_service.store.connect import (
     async_client,
@@ -39,6 +40,9 @@ async def build_app(settings: Settings) -> web.Application:
     checker = sync_client(url)
     try:
         strict = check_server(checker, settings.durability)
+        # `webhook-service api` checked already (store/schema.py); this is for an app built
+        # in-process (tests, bench), which must stamp a fresh store before it writes to it.
+        schema.check(checker)
         replicas = replicas_to_confirm(checker, url) if strict else 0
     finally:
         checker.close()

@@ -65,6 +65,8 @@ stats:ep:{ep}:h:{hour}     hash   the same per hour; expires after 26 h
 heartbeats                 zset   Celery worker hostname by the ms of its last heartbeat
 scheduler:tick             str    the ms the acting scheduler last finished a pass
 retention:cursor           str    the last event id the retention trim walked past
+schema                     str    the store's schema version, an integer (store/schema.py;
+                                  none on a store written before it: schema 1)
 due                        zset   delivery id scored by the ms it next needs a worker
 wakeup:{queue}             hash   the newest wake-up the ingest script queued there: task
                                   (its id), ids, count; lets the next event join it while
@@ -137,6 +139,7 @@ JOBS_RUNNING = PREFIX + "jobs:running"
 API_KEYS = PREFIX + "apikeys"
 API_KEY_PEPPER = PREFIX + "apikeys:pepper"
 DURABILITY_MARK = PREFIX + "durability:mark"
+SCHEMA = PREFIX + "schema"
 
 # Values no index holds (see (*) above): a delivery that ends succeeded, with a 2xx last
 # attempt, after one attempt, costs no status, class or attempt-count index entry.
