@@ -42,11 +42,11 @@ class Child:
 
     def cpu_seconds(self) -> float:
         """User + system CPU so far of this process and its live descendants."""
-        return sum(_cpu(pid) for pid in _tree(self.pid)) / _TICKS
+        return sum(_cpu(pid) for pid in process_tree(self.pid)) / _TICKS
 
     def rss_bytes(self) -> dict[str, int]:
         """Resident memory of this process and each of its descendants, by pid."""
-        return {f"{self.name}:{pid}": _rss(pid) for pid in _tree(self.pid)}
+        return {f"{self.name}:{pid}": status_bytes(pid) for pid in process_tree(self.pid)}
 
 
 def spawn(name: str, args: Sequence[str], env: Mapping[str, str], log_dir: Path) -> Child:
@@ -83,7 +83,8 @@ def wait_port(child: Child, port: int, timeout: float = 30.0) -> None:
     raise RuntimeError(f"{child.name} did not listen on {port} within {timeout}s")
 
 
-def _tree(pid: int) -> list[int]:
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its live descendants."""
     found = [pid]
     for parent in found:
         path = Path(f"/proc/{parent}/task/{parent}/children")
@@ -100,9 +101,11 @@ def _cpu(pid: int) -> int:
     return 0
 
 
-def _rss(pid: int) -> int:
+def status_bytes(pid: int, field: str = "VmRSS") -> int:
+    """A memory figure of /proc/PID/status in bytes: VmRSS now, VmHWM the peak so far; 0
+    for a process that has gone."""
     with contextlib.suppress(OSError):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024
     return 0

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.http_load import closed_loop
-from bench.procs import Child, _tree, free_port, wait_port
+from bench.procs import Child, free_port, process_tree, wait_port
 from bench.rig import Rig
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "scaling.json"
@@ -34,7 +34,7 @@ def cpu_seconds(children: list[Child]) -> float:
     """User + system CPU of these processes and all their descendants so far."""
     total = 0
     for child in children:
-        for pid in _tree(child.pid):
+        for pid in process_tree(child.pid):
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             except OSError:

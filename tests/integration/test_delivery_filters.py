@@ -215,7 +215,7 @@ def _helpers() -> str:
         ("200", "", "2xx"), ("204", "", "2xx"), ("301", "", "3xx"), ("404", "", "4xx"),
         ("410", "", "4xx"), ("503", "", "5xx"), ("", "timeout", "timeout"),
         ("", "connection", "network"), ("", "destination_blocked", "network"),
-        ("", "invalid_url", "network"),
+        ("", "invalid_url", "network"), ("", "invalid_response", "network"),
     ],
 )  # fmt: skip
 def test_lua_status_class(stack: Stack, code: str, error: str, expected: str) -> None:

@@ -2,10 +2,15 @@
 
 The engine only ever sees ``Transport.send``: it never raises, it answers with what the
 receiver said or with an error class, so every failure becomes a recorded attempt.
+
+Receivers are outsiders, and some are hostile (tests/chaos/test_hostile_receivers.py): an
+attempt ends by one deadline whatever the receiver does, and holds no more of its answer
+than the bounded headers and the part of the body we keep.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -18,6 +23,13 @@ from multidict import CIMultiDict
 from webhook_service.delivery.ssrf import DestinationBlocked, Guard, GuardedResolver, blocked_reason
 
 USER_AGENT = "webhook-service/0.1"
+# Bounds on a receiver's answer headers. aiohttp's defaults (8 190 bytes a line, 128 lines)
+# let 1 MB of headers through: parsed, decoded and copied, that held 1.5-1.8 MiB of the
+# sender per attempt (tests/unit/delivery/test_transport_hostile.py). Receivers send a
+# handful to twenty; a line over 8 190 bytes or more than 32 lines is refused as
+# `invalid_response`, having cost at most 256 KB read (~320 KiB held).
+MAX_RESPONSE_HEADER_LINE = 8190
+MAX_RESPONSE_HEADERS = 32
 
 
 @dataclass(frozen=True)
@@ -32,7 +44,8 @@ class OutboundResponse:
     status: int | None  # None when no HTTP answer came back
     body: bytes = b""
     headers: Mapping[str, str] = field(default_factory=dict)
-    # 'timeout', 'connection', 'destination_blocked', 'invalid_url'; None when we got a status
+    # 'timeout', 'connection', 'invalid_response' (headers beyond our bounds, or not HTTP),
+    # 'destination_blocked', 'invalid_url'; None when we got a status
     error: str | None = None
     duration_ms: int = 0
 
@@ -75,12 +88,18 @@ class AiohttpTransport:
         connections: int = 200,
     ) -> None:
         self._guard = guard
+        self._total_timeout = total_timeout
         self._body_limit = body_limit
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(
                 resolver=GuardedResolver(guard), limit=connections, limit_per_host=0
             ),
-            timeout=aiohttp.ClientTimeout(total=total_timeout, connect=connect_timeout),
+            # aiohttp's connect timeout covers DNS, TCP and the TLS handshake; the attempt's
+            # whole deadline is ours, in send().
+            timeout=aiohttp.ClientTimeout(total=None, connect=connect_timeout),
+            max_line_size=MAX_RESPONSE_HEADER_LINE,
+            max_field_size=MAX_RESPONSE_HEADER_LINE,
+            max_headers=MAX_RESPONSE_HEADERS,
             # Proxies from the environment would route around the guard.
             trust_env=False,
             headers={"User-Agent": USER_AGENT},
@@ -93,24 +112,46 @@ class AiohttpTransport:
             return int((time.perf_counter() - started) * 1000)
 
         try:
-            # aiohttp skips the resolver for IP literals, so literals are checked here.
-            self._guard.check_url(request.url)
-            async with self._session.post(
-                request.url, data=request.body, headers=request.headers, allow_redirects=False
-            ) as response:
-                body = await response.content.read(self._body_limit)
-                return OutboundResponse(
-                    response.status, body, CIMultiDict(response.headers), None, elapsed()
-                )
+            # One deadline over the whole attempt: connect, TLS, writing the request (to a
+            # receiver that may never read it), the headers, the body we keep, and closing.
+            # A timeout per read would let a body that drips a byte a second run for days.
+            async with asyncio.timeout(self._total_timeout):
+                # aiohttp skips the resolver for IP literals, so literals are checked here.
+                self._guard.check_url(request.url)
+                async with self._session.post(
+                    request.url, data=request.body, headers=request.headers, allow_redirects=False
+                ) as response:
+                    body = await _read_kept(response.content, self._body_limit)
+                    return OutboundResponse(
+                        response.status, body, CIMultiDict(response.headers), None, elapsed()
+                    )
         except DestinationBlocked:
             return OutboundResponse(None, error="destination_blocked", duration_ms=elapsed())
         except TimeoutError:
+            # Also a status line and headers whose body did not come in time: an answer
+            # is what we keep of it, so a half answer is retried, never taken for a success.
             return OutboundResponse(None, error="timeout", duration_ms=elapsed())
         except aiohttp.InvalidURL:
             return OutboundResponse(None, error="invalid_url", duration_ms=elapsed())
+        except aiohttp.ClientResponseError:
+            # What aiohttp raises when the status line or headers do not parse, or pass the
+            # bounds above.
+            return OutboundResponse(None, error="invalid_response", duration_ms=elapsed())
         except (aiohttp.ClientError, OSError) as exc:
             error = "destination_blocked" if blocked_reason(exc) else "connection"
             return OutboundResponse(None, error=error, duration_ms=elapsed())
 
     async def close(self) -> None:
         await self._session.close()
+
+
+async def _read_kept(content: aiohttp.StreamReader, limit: int) -> bytes:
+    """The body's first ``limit`` bytes however the receiver cuts them up, and not a byte
+    more: the rest of a long or endless body is never read (the connection is closed)."""
+    kept = bytearray()
+    while len(kept) < limit:
+        piece = await content.read(limit - len(kept))
+        if not piece:
+            break
+        kept += piece
+    return bytes(kept)
