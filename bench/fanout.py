@@ -31,8 +31,7 @@ _STOP_WORD = "bench-monitor-stop"
 def _watch(rig: Rig, ready: threading.Event, seen: Counter[str]) -> None:
     """MONITOR tells apart what a client sent (a round trip) from what a script ran."""
     client = redis.Redis.from_url(rig.valkey.url, decode_responses=True)
-    # redis-py leaves monitor() untyped.
-    with client.monitor() as monitor:  # type: ignore[no-untyped-call]
+    with client.monitor() as monitor:  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
         ready.set()
         for command in monitor.listen():
             text = command["command"]

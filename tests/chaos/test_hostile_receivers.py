@@ -83,8 +83,9 @@ async def _hostile_endpoint(api: Api, receiver: HostileReceiver) -> str:
         json={"url": receiver.url(), "event_types": [_event_type(receiver.kind)]},
     )
     assert status == 201, body
-    api.created_endpoints.append(body["id"])
-    return body["id"]  # type: ignore[no-any-return]
+    endpoint_id: str = body["id"]
+    api.created_endpoints.append(endpoint_id)
+    return endpoint_id
 
 
 async def _healthy_latencies(

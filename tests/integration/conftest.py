@@ -154,13 +154,15 @@ async def create_endpoint(
     assert status == 201, body
     receiver.secrets.setdefault(name, []).append(body["secret"])
     api.created_endpoints.append(body["id"])
-    return body  # type: ignore[no-any-return]
+    created: dict[str, Any] = body
+    return created
 
 
 async def send_event(api: Api, event_type: str, data: dict[str, Any]) -> str:
     status, body, _ = await api.call("POST", "/v1/events", json={"type": event_type, "data": data})
     assert status == 202, body
-    return body["id"]  # type: ignore[no-any-return]
+    event_id: str = body["id"]
+    return event_id
 
 
 async def delivery_statuses(api: Api, event_id: str) -> dict[str, str]:
@@ -174,8 +176,10 @@ async def finished_job(api: Api, job_id: str) -> dict[str, Any]:
 
     async def done() -> bool:
         _, job, _ = await api.call("GET", f"/v1/jobs/{job_id}")
-        return job["state"] == "done"  # type: ignore[no-any-return]
+        state: str = job["state"]
+        return state == "done"
 
     await wait_for(done)
     _, job, _ = await api.call("GET", f"/v1/jobs/{job_id}")
-    return job  # type: ignore[no-any-return]
+    finished: dict[str, Any] = job
+    return finished

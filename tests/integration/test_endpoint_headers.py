@@ -35,13 +35,14 @@ async def _everything_stored(stack: Stack) -> str:
 
 
 async def _create(api: Api, receiver: Receiver, name: str, body: dict[str, Any]) -> dict[str, Any]:
-    status, created, _ = await api.call(
+    status, reply, _ = await api.call(
         "POST", "/v1/endpoints", json={"url": receiver.url(name), **body}
     )
-    assert status == 201, created
+    assert status == 201, reply
+    created: dict[str, Any] = reply
     receiver.secrets[name] = [created["secret"]]
     api.created_endpoints.append(created["id"])
-    return created  # type: ignore[no-any-return]
+    return created
 
 
 async def _headers_seen(api: Api, endpoint_id: str, key: str) -> tuple[Any, Any]:

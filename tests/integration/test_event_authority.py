@@ -16,7 +16,8 @@ async def _send(api: Api, key: str, event_type: str, data: dict[str, Any]) -> st
         "POST", "/v1/events", json={"type": event_type, "data": data}, key=key
     )
     assert status == 202, body
-    return body["id"]  # type: ignore[no-any-return]
+    event_id: str = body["id"]
+    return event_id
 
 
 def _received(receiver: Receiver, name: str, count: int) -> Any:

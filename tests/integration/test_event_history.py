@@ -24,9 +24,10 @@ from webhook_service.api.auth import ADMIN_KEY_ID
 
 
 async def _page(api: Api, query: str, key: str = ADMIN_KEY) -> dict[str, Any]:
-    status, page, _ = await api.call("GET", f"/v1/events?{query}", key=key)
-    assert status == 200, page
-    return page  # type: ignore[no-any-return]
+    status, body, _ = await api.call("GET", f"/v1/events?{query}", key=key)
+    assert status == 200, body
+    page: dict[str, Any] = body
+    return page
 
 
 async def test_events_list_filters_and_pages(api: Api, receiver: Receiver) -> None:

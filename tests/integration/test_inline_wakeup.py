@@ -43,9 +43,11 @@ def _queued(url: str) -> list[Message]:
 
 
 def _ids(message: Message) -> list[str]:
-    (ids,), kwargs, _embed = message.decode()
+    # Celery's message body: (args, kwargs, embed); the one argument is the ids, comma-joined.
+    body: tuple[tuple[str], dict[str, object], dict[str, object]] = message.decode()
+    (ids,), kwargs, _embed = body
     assert kwargs == {}
-    return ids.split(",")  # type: ignore[no-any-return]
+    return ids.split(",")
 
 
 async def test_waiting_wakeups_take_the_next_events_ids_up_to_a_batch(

@@ -157,11 +157,12 @@ async def test_a_working_session_matches_the_contract(
 
     async def endpoint(name: str, **fields: Any) -> dict[str, Any]:
         body = {"url": receiver.url(name), **fields}
-        status, created, _ = await call("POST", "/v1/endpoints", json_body=body)
-        assert status == 201, created
+        status, reply, _ = await call("POST", "/v1/endpoints", json_body=body)
+        assert status == 201, reply
+        created: dict[str, Any] = reply
         api.created_endpoints.append(created["id"])
         receiver.secrets[name] = [created["secret"]]
-        return created  # type: ignore[no-any-return]
+        return created
 
     # A receiver that holds the request keeps its delivery pending for seconds: start it first.
     receiver.hang.add("slow")

@@ -111,7 +111,7 @@ def test_jitter_must_be_in_0_to_1(monkeypatch: pytest.MonkeyPatch, name: str, va
 def test_settings_are_frozen() -> None:
     settings = Settings()
     with pytest.raises(ValidationError):
-        settings.retry_schedule = (1.0,)  # type: ignore[misc]
+        settings.retry_schedule = (1.0,)  # type: ignore[misc]  # frozen: the refusal is the test
 
 
 def test_the_admin_key_must_be_32_characters_or_more(monkeypatch: pytest.MonkeyPatch) -> None:

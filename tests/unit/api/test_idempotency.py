@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import orjson
 import pytest
@@ -148,12 +149,12 @@ json_values = st.recursive(
     st.sampled_from([None, 1, 2, 4]),
 )
 def test_any_reordered_reformatted_object_has_the_same_fingerprint(
-    value: dict[str, object], rnd: object, indent: int | None
+    value: dict[str, object], rnd: random.Random, indent: int | None
 ) -> None:
     def shuffled(node: object) -> object:
         if isinstance(node, dict):
             items = list(node.items())
-            rnd.shuffle(items)  # type: ignore[attr-defined]
+            rnd.shuffle(items)
             return {k: shuffled(v) for k, v in items}
         if isinstance(node, list):
             return [shuffled(v) for v in node]

@@ -9,6 +9,7 @@ import pytest
 from multidict import CIMultiDict
 
 from webhook_service.client import (
+    APIError,
     AuthenticationError,
     Backoff,
     ClientError,
@@ -94,14 +95,14 @@ def test_a_2xx_answer_is_the_event_id() -> None:
     ],
 )
 def test_answers_that_a_retry_cannot_change_raise_at_once(
-    status: int, kind: str, error: type[Exception]
+    status: int, kind: str, error: type[APIError]
 ) -> None:
     sent = attempts()
     with pytest.raises(error) as raised:
         sent.answered(status, NO_HEADERS, problem(status, kind))
     assert type(raised.value) is error
-    assert raised.value.problem.status == status  # type: ignore[attr-defined]
-    assert raised.value.problem.kind == kind  # type: ignore[attr-defined]
+    assert raised.value.problem.status == status
+    assert raised.value.problem.kind == kind
 
 
 def test_validation_errors_carry_their_pointers() -> None:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
-from typing import Any
+from typing import Any, Self, cast
 from unittest import mock
 
 import pytest
@@ -28,7 +28,14 @@ from webhook_service.delivery.transport import (
     OutboundResponse,
 )
 from webhook_service.ids import delivery_id, new_id
-from webhook_service.store.deliveries import Attempt, HealthPolicy, Job, LeaseResult, Recorded
+from webhook_service.store.deliveries import (
+    Attempt,
+    DeliveryStore,
+    HealthPolicy,
+    Job,
+    LeaseResult,
+    Recorded,
+)
 from webhook_service.store.endpoints import (
     SealedSecret,
     encode_headers,
@@ -73,6 +80,11 @@ class FakeStore:
             return Recorded("disabled", number, following)
         status = "pending" if kwargs["delay_ms"] is not None else "failed"
         return Recorded(status, number, following)
+
+    def as_store(self) -> DeliveryStore:
+        # A cast: the engine takes the concrete DeliveryStore (no Protocol), and calls only
+        # the lease and record this fake duck-types.
+        return cast(DeliveryStore, self)
 
 
 @pytest.fixture
@@ -119,7 +131,7 @@ def make_engine(
     clock: Callable[[], int] = lambda: NOW_MS,
 ) -> DeliveryEngine:
     return DeliveryEngine(
-        store,  # type: ignore[arg-type]
+        store.as_store(),
         MockTransport(handler),
         box,
         policy or RetryPolicy((0.0, 10.0, 20.0), jitter=0.0),
@@ -134,8 +146,8 @@ class _AtNow(datetime):
     the verdict does not depend on how long after collection a test runs."""
 
     @classmethod
-    def now(cls, tz: tzinfo | None = None) -> datetime:  # type: ignore[override]
-        return datetime.fromtimestamp(NOW_MS / 1000, tz)
+    def now(cls, tz: tzinfo | None = None) -> Self:
+        return cls.fromtimestamp(NOW_MS / 1000, tz)
 
 
 def verify(secret: str, request: OutboundRequest) -> Any:
@@ -400,7 +412,7 @@ async def _run_over_http(box: SecretBox, http: aioresponses, headers: dict[str, 
     transport = AiohttpTransport(Guard(), total_timeout=5, connect_timeout=1, body_limit=64)
     store = FakeStore([make_job(seal(box, (generate_secret(), None)), attempt=1)])
     engine = DeliveryEngine(
-        store,  # type: ignore[arg-type]
+        store.as_store(),
         transport,
         box,
         RetryPolicy((0.0, 10.0, 20.0), jitter=0.0),
@@ -484,7 +496,7 @@ async def test_start_waits_for_room_below_the_process_cap(box: SecretBox) -> Non
     held = Held()
     store = FakeStore([make_job(seal(box, (generate_secret(), None)))])
     engine = DeliveryEngine(
-        store,  # type: ignore[arg-type]
+        store.as_store(),
         MockTransport(held),
         box,
         RetryPolicy((0.0,), jitter=0.0),

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp.client_reqrep import ConnectionKey
 from aioresponses import aioresponses
 from yarl import URL
 
@@ -173,7 +173,7 @@ async def test_a_blocked_reason_behind_a_client_error_is_destination_blocked(
     # What the GuardedResolver's refusal looks like once aiohttp has wrapped it.
     blocked = DestinationBlocked("blocked_address", "10.0.0.1 is a private address")
     wrapped = aiohttp.ClientConnectorDNSError(
-        SimpleNamespace(host="internal.example.com", port=443, ssl=True),  # type: ignore[arg-type]
+        ConnectionKey("internal.example.com", 443, True, True, None, None, None),
         blocked,
     )
     reply(http, exception=wrapped)

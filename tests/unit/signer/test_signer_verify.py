@@ -193,7 +193,7 @@ def test_all_failures_share_one_base_class_and_pickle() -> None:
 
 def test_float_timestamps_are_refused_when_signing() -> None:
     with pytest.raises(TypeError):
-        Signer([SECRET]).headers(MSG_ID, 1614265330.5, BODY)  # type: ignore[arg-type]
+        Signer([SECRET]).headers(MSG_ID, 1614265330.5, BODY)  # type: ignore[arg-type]  # deliberately wrong: the refusal is the test
 
 
 def test_a_single_string_is_not_a_key_list() -> None:

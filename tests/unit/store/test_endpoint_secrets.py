@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from redis.asyncio import Redis
 
 from webhook_service.api.models import EndpointIn
 from webhook_service.crypto import MasterKeyError, SecretBox, generate_master_key
@@ -21,6 +22,7 @@ from webhook_service.store.endpoints import (
     open_secrets,
     seal_headers,
 )
+from webhook_service.store.scripts import Scripts
 
 EP = "ep_01JDZ0000000000000000000000"
 
@@ -99,12 +101,16 @@ class _FakeRedis:
         return dict(self.hashes.get(key, {}))
 
 
+def _store(redis: _FakeRedis, scripts: _FakeScripts) -> EndpointStore:
+    # Casts: EndpointStore takes the concrete client and Scripts (no Protocol), and save and
+    # get call only the run and hgetall these fakes have.
+    return EndpointStore(cast(Redis, redis), cast(Scripts, scripts))
+
+
 async def _saved_fields(record: EndpointRecord, *, creating: bool = True) -> dict[str, str]:
     """The field/value pairs save() hands the endpoint_save script."""
     scripts = _FakeScripts()
-    await EndpointStore(_FakeRedis(), scripts).save(  # type: ignore[arg-type]
-        record, creating=creating
-    )
+    await _store(_FakeRedis(), scripts).save(record, creating=creating)
     [(name, args)] = scripts.calls
     assert name == "endpoint_save"
     assert args[:2] == [record.id, 0]  # no limit on endpoints
@@ -116,7 +122,7 @@ async def _round_trip(record: EndpointRecord) -> EndpointRecord:
     """Save through the endpoint_save arguments, read back through get()."""
     redis = _FakeRedis()
     redis.hashes[keys.endpoint(record.id)] = await _saved_fields(record)
-    got = await EndpointStore(redis, _FakeScripts()).get(record.id)  # type: ignore[arg-type]
+    got = await _store(redis, _FakeScripts()).get(record.id)
     assert got is not None
     return got
 

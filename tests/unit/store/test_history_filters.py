@@ -8,17 +8,18 @@ import orjson
 
 from webhook_service.ids import id_bound
 from webhook_service.store import keys
-from webhook_service.store.deliveries import DeliveryRecord
+from webhook_service.store.deliveries import DeliveryRecord, Status
 from webhook_service.store.history import DeliveryFilter, EventFilter, EventSummary, TimeRange
 
 
-def _record(**changes: object) -> DeliveryRecord:
-    base = DeliveryRecord(
-        id="dlv_1", event_id="msg_1", endpoint_id="ep_1", event_type="a.b", status="failed",
-        attempts=3, next_at_ms=None, created_ms=0, updated_ms=0, last_code=503,
-        last_error=None, last_class="5xx",
+def _record(
+    *, status: Status = "failed", attempts: int = 3, last_class: str | None = "5xx"
+) -> DeliveryRecord:
+    return DeliveryRecord(
+        id="dlv_1", event_id="msg_1", endpoint_id="ep_1", event_type="a.b", status=status,
+        attempts=attempts, next_at_ms=None, created_ms=0, updated_ms=0, last_code=503,
+        last_error=None, last_class=last_class,
     )  # fmt: skip
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
 def test_no_filter_reads_the_whole_index() -> None:

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from webhook_service.store.liveness import HEARTBEAT_MAX_AGE_MS, Check, ServerFacts, evaluate
 
 NOW = 1_800_000_000_000
 
 
-def _facts(**changes: object) -> ServerFacts:
-    values: dict[str, object] = {
-        "persistence": {"aof_enabled": 1},
-        "memory": {"maxmemory_policy": "noeviction"},
-        "last_heartbeat_ms": NOW - 1000,
-        "last_tick_ms": NOW - 500,
-    }
-    values.update(changes)
-    return ServerFacts(**values)  # type: ignore[arg-type]
+def _facts(
+    *,
+    persistence: Mapping[str, Any] | None = None,
+    memory: Mapping[str, Any] | None = None,
+    last_heartbeat_ms: int | None = NOW - 1000,
+    last_tick_ms: int | None = NOW - 500,
+) -> ServerFacts:
+    """A healthy server's facts, but for those given (a mapping left None: the healthy one)."""
+    return ServerFacts(
+        persistence={"aof_enabled": 1} if persistence is None else persistence,
+        memory={"maxmemory_policy": "noeviction"} if memory is None else memory,
+        last_heartbeat_ms=last_heartbeat_ms,
+        last_tick_ms=last_tick_ms,
+    )
 
 
 def _failing(checks: list[Check]) -> set[str]:
