@@ -50,7 +50,7 @@ def _run_worker(settings: Settings) -> int:
 
 
 def _run_scheduler(settings: Settings) -> int:
-    from webhook_service.store.connect import sync_client
+    from webhook_service.store.connect import RedisTimeouts, sync_client
     from workers.celery_app import app
     from workers.scheduler import Scheduler
     from workers.wakeup import CeleryWaker
@@ -58,7 +58,7 @@ def _run_scheduler(settings: Settings) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    client = sync_client(settings.effective_redis_url)
+    client = sync_client(settings.effective_redis_url, RedisTimeouts.of(settings))
     Scheduler(client, CeleryWaker(app, settings.batch_size), settings).run(stop)
     return 0
 
@@ -162,10 +162,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = Settings()
     logs.setup(settings, args.command)
     if args.command in ROLES:
+        from webhook_service.store.connect import RedisTimeouts
         from webhook_service.store.schema import start_check
 
         # No process serves a store of another schema (the read path has no legacy branch).
-        if (refused := start_check(settings.effective_redis_url)) is not None:
+        timeouts = RedisTimeouts.of(settings)
+        if (refused := start_check(settings.effective_redis_url, timeouts)) is not None:
             log.error("%s", refused)
             return 1
     runners = {

@@ -67,6 +67,16 @@ class Settings(BaseSettings):
     max_headers: int = Field(100, ge=10)
     response_body_limit: int = Field(4096, ge=0)
     idempotency_ttl: int = Field(86400, gt=0)
+    # Every Redis client, the Celery broker's too: a connection is made within
+    # redis_connect_timeout and every reply comes within redis_socket_timeout, or the caller
+    # gets an error (the API a 503) instead of a hang on a dead network. A pooled connection
+    # idle for redis_health_check_interval is PINGed before it is used again (kombu also
+    # drops a BRPOP whose reply is that long overdue). An API request waits at most
+    # redis_pool_timeout for a free pooled connection.
+    redis_connect_timeout: float = Field(2.0, gt=0, allow_inf_nan=False)
+    redis_socket_timeout: float = Field(5.0, gt=0, allow_inf_nan=False)
+    redis_health_check_interval: float = Field(15.0, gt=0, allow_inf_nan=False)
+    redis_pool_timeout: float = Field(5.0, gt=0, allow_inf_nan=False)
     durability: Literal["everysec", "strict"] = "everysec"
     allowed_networks: Annotated[tuple[str, ...], NoDecode] = ()
     https_only: bool = False
@@ -79,6 +89,11 @@ class Settings(BaseSettings):
     # Endpoints there may be in all, which is also the most deliveries one event fans out
     # to: each event's single ingest step writes one record per subscribed endpoint.
     max_endpoints: int = Field(1000, ge=1)
+
+    # A lease outlasts the longest send (connect and request timeouts) by this much: the
+    # lease's and the record's round trips to Redis, and a busy machine's delays. A worker
+    # killed mid-send has its deliveries sent again that long after it leased them.
+    lease_margin: float = Field(15.0, gt=0, allow_inf_nan=False)
 
     worker_concurrency: int = Field(2, ge=1)
     # Sends one worker process keeps in flight; a wake-up waits for room below this.
@@ -143,7 +158,7 @@ class Settings(BaseSettings):
     @property
     def lease_seconds(self) -> float:
         # Long enough for the slowest request plus the bookkeeping around it.
-        return self.request_timeout + self.connect_timeout + 15.0
+        return self.request_timeout + self.connect_timeout + self.lease_margin
 
     @property
     def effective_redis_url(self) -> str:

@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     from webhook_service.config import Settings
-    from webhook_service.store.connect import sync_client
+    from webhook_service.store.connect import RedisTimeouts, sync_client
     from webhook_service.wiring import ConfigurationError, secret_box
 
     settings = Settings()
@@ -201,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigurationError, MasterKeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    client = sync_client(settings.effective_redis_url)
+    client = sync_client(settings.effective_redis_url, RedisTimeouts.of(settings))
     try:
         report = rotate_master_key(client, old, new)
     except (MasterKeyError, RekeyConflict) as exc:

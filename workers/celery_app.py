@@ -27,7 +27,19 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     # Without ack emulation, a message a worker took and did not finish is gone with the
     # worker if it dies, and back on the queue if it shuts down warm (or loses a child,
     # task_reject_on_worker_lost); the due entry covers the first case.
-    transport: dict[str, Any] = {"ack_emulation": False}
+    transport: dict[str, Any] = {
+        "ack_emulation": False,
+        # kombu waits forever by default: a publish, or the worker's event loop on any
+        # command, would hang on a connection the network silently dropped.
+        "socket_connect_timeout": settings.redis_connect_timeout,
+        "socket_timeout": settings.redis_socket_timeout,
+        # Also how overdue a BRPOP reply may be before kombu drops that connection (and how
+        # often it looks): a consumer on a dead link finds out by itself.
+        "health_check_interval": settings.redis_health_check_interval,
+        # As for our own clients: a timed-out command is not sent again (a publish that
+        # timed out may have been stored; the caller's retry policy decides).
+        "retry_on_timeout": False,
+    }
     broker_url = None
     if settings.redis_url is not None:
         # sentinel:// becomes kombu's own Sentinel spelling, with the primary's name.

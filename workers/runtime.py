@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from webhook_service.config import Settings
 from webhook_service.delivery.engine import DeliveryEngine
 from webhook_service.delivery.transport import Transport
-from webhook_service.store.connect import async_client
+from webhook_service.store.connect import RedisTimeouts, async_client
 from webhook_service.wiring import aiohttp_transport, delivery_engine
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def build(settings: Settings) -> Runtime:
 
     async def make() -> tuple[DeliveryEngine, Transport]:
         transport = aiohttp_transport(settings)
-        client = async_client(settings.effective_redis_url)
+        client = async_client(settings.effective_redis_url, RedisTimeouts.of(settings))
         return delivery_engine(settings, client, transport), transport
 
     engine, transport = asyncio.run_coroutine_threadsafe(make(), loop).result()

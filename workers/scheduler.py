@@ -29,6 +29,13 @@ log = logging.getLogger(__name__)
 CLAIM_LIMIT = 1000
 
 
+def lock_seconds(settings: Settings) -> float:
+    """How long the scheduler lock lasts unrenewed: ten passes, at least 5 s. A standby
+    takes over that long after the acting scheduler dies, and a scheduler that lost Redis
+    mid-pass acts again once its own lock has expired."""
+    return max(5.0, settings.scheduler_interval * 10)
+
+
 class Publisher(Protocol):
     def wake_sync(self, delivery_ids: Sequence[str], *, retry: bool) -> None: ...
 
@@ -39,8 +46,9 @@ class Scheduler:
         self._scripts = Scripts(client)
         self._publisher = publisher
         self._settings = settings
-        lock_ttl = max(5.0, settings.scheduler_interval * 10)
-        self._lock: Lock = client.lock(keys.SCHEDULER_LOCK, timeout=lock_ttl, blocking=False)
+        self._lock: Lock = client.lock(
+            keys.SCHEDULER_LOCK, timeout=lock_seconds(settings), blocking=False
+        )
         self._held = False
 
     def _hold_lock(self) -> bool:

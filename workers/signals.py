@@ -16,7 +16,7 @@ from celery.signals import heartbeat_sent, setup_logging
 from webhook_service import logs
 from webhook_service.config import Settings
 from webhook_service.store import liveness
-from webhook_service.store.connect import sync_client
+from webhook_service.store.connect import RedisTimeouts, sync_client
 from webhook_service.timeutil import now_ms
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,8 @@ class _Heartbeat:
         if now - self._last_ms < BEAT_EVERY_MS:
             return
         if self._client is None:
-            self._client = sync_client(Settings().effective_redis_url)
+            settings = Settings()
+            self._client = sync_client(settings.effective_redis_url, RedisTimeouts.of(settings))
         try:
             liveness.beat(self._client, worker, now)
             self._last_ms = now

@@ -14,6 +14,7 @@ from webhook_service.redaction import configured_secrets, install_log_redaction
 from webhook_service.store import schema
 from webhook_service.store.apikeys import ApiKeyStore
 from webhook_service.store.connect import (
+    RedisTimeouts,
     async_client,
     check_server,
     replicas_to_confirm,
@@ -37,7 +38,8 @@ async def build_app(settings: Settings) -> web.Application:
     if settings.admin_key is None:
         raise ConfigurationError("WEBHOOK_ADMIN_KEY is not set")
     url = settings.effective_redis_url
-    checker = sync_client(url)
+    timeouts = RedisTimeouts.of(settings)
+    checker = sync_client(url, timeouts)
     try:
         strict = check_server(checker, settings.durability)
         # `webhook-service api` checked already (store/schema.py); this is for an app built
@@ -46,7 +48,7 @@ async def build_app(settings: Settings) -> web.Application:
         replicas = replicas_to_confirm(checker, url) if strict else 0
     finally:
         checker.close()
-    client = async_client(url)
+    client = async_client(url, timeouts)
     scripts = Scripts(client)
     waker: AsyncCeleryWaker | NoWakeups = NoWakeups()
     if settings.wake_workers:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any, cast
 
 import redis
@@ -12,6 +13,7 @@ import redis.sentinel
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
+from webhook_service.config import Settings
 from webhook_service.store.redis_url import parse_sentinel
 
 log = logging.getLogger(__name__)
@@ -21,43 +23,76 @@ class ServerUnfit(RuntimeError):
     """The Redis server is configured in a way that could lose accepted events."""
 
 
-def _options() -> dict[str, Any]:
-    return {
-        "decode_responses": True,
-        "socket_connect_timeout": 2.0,
-        "socket_timeout": 5.0,
-        "health_check_interval": 15,
-    }
+@dataclass(frozen=True)
+class RedisTimeouts:
+    """Every wait of a Redis client, in seconds (the ``WEBHOOK_REDIS_*`` settings)."""
 
+    connect: float
+    socket: float
+    health_check_interval: float
+    pool: float  # for a free pooled connection; then the request fails as if Redis were down
+
+    @classmethod
+    def of(cls, settings: Settings) -> RedisTimeouts:
+        return cls(
+            settings.redis_connect_timeout,
+            settings.redis_socket_timeout,
+            settings.redis_health_check_interval,
+            settings.redis_pool_timeout,
+        )
+
+    def options(self) -> dict[str, Any]:
+        return {
+            "decode_responses": True,
+            "socket_connect_timeout": self.connect,
+            "socket_timeout": self.socket,
+            "health_check_interval": self.health_check_interval,
+        }
+
+
+# The settings' defaults, for callers that have no settings of their own (one-shot commands,
+# tests): the defaults of the class itself, never the environment.
+DEFAULT_TIMEOUTS = RedisTimeouts.of(Settings.model_construct())
 
 _POOL_SIZE = 100
-_POOL_WAIT = 5.0  # seconds; then the request fails as if Redis were down (503)
+# Two quick retries, for a connection refused or reset (a restart, a failover), never after a
+# timeout: the wait has been spent already, and the command may have run on the server.
+_RETRIES = 2
+_RETRY_ON = (redis.exceptions.ConnectionError,)
 
 
-def async_client(url: str) -> redis.asyncio.Redis:
-    retry = redis.asyncio.retry.Retry(ExponentialBackoff(cap=0.5, base=0.05), 2)
+def _backoff() -> ExponentialBackoff:
+    return ExponentialBackoff(cap=0.5, base=0.05)
+
+
+def async_client(url: str, timeouts: RedisTimeouts = DEFAULT_TIMEOUTS) -> redis.asyncio.Redis:
+    retry = redis.asyncio.retry.Retry(_backoff(), _RETRIES, supported_errors=_RETRY_ON)
     sentinel = parse_sentinel(url)
     if sentinel is None:
         # Blocking: under a burst, a request waits its turn for a connection rather than
         # failing at once when all of them are busy (redis-py's default pool raises).
         pool = redis.asyncio.BlockingConnectionPool.from_url(
-            url, retry=retry, max_connections=_POOL_SIZE, timeout=_POOL_WAIT, **_options()
+            url,
+            retry=retry,
+            max_connections=_POOL_SIZE,
+            timeout=timeouts.pool,
+            **timeouts.options(),
         )
         return redis.asyncio.Redis.from_pool(pool)
     # The sentinels get the same socket timeouts (redis-py passes the socket_* options on),
     # and every new connection asks them where the primary is now: after a failover, the
     # next retry lands on the promoted replica. (redis-py leaves Sentinel untyped.)
-    manager = redis.asyncio.sentinel.Sentinel(sentinel.sentinels, **_options())  # type: ignore[no-untyped-call]
+    manager = redis.asyncio.sentinel.Sentinel(sentinel.sentinels, **timeouts.options())  # type: ignore[no-untyped-call]
     primary = manager.master_for(sentinel.service_name, retry=retry, **sentinel.primary_options())
     return cast(redis.asyncio.Redis, primary)
 
 
-def sync_client(url: str) -> redis.Redis:
-    retry = Retry(ExponentialBackoff(cap=0.5, base=0.05), 2)
+def sync_client(url: str, timeouts: RedisTimeouts = DEFAULT_TIMEOUTS) -> redis.Redis:
+    retry = Retry(_backoff(), _RETRIES, supported_errors=_RETRY_ON)
     sentinel = parse_sentinel(url)
     if sentinel is None:
-        return redis.Redis.from_url(url, retry=retry, **_options())
-    manager = redis.sentinel.Sentinel(sentinel.sentinels, **_options())  # type: ignore[no-untyped-call]
+        return redis.Redis.from_url(url, retry=retry, **timeouts.options())
+    manager = redis.sentinel.Sentinel(sentinel.sentinels, **timeouts.options())  # type: ignore[no-untyped-call]
     primary = manager.master_for(  # type: ignore[no-untyped-call]
         sentinel.service_name, retry=retry, **sentinel.primary_options()
     )

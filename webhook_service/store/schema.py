@@ -21,7 +21,7 @@ import time
 import redis
 
 from webhook_service.store import keys
-from webhook_service.store.connect import sync_client
+from webhook_service.store.connect import DEFAULT_TIMEOUTS, RedisTimeouts, sync_client
 
 log = logging.getLogger(__name__)
 
@@ -96,10 +96,10 @@ def check(client: redis.Redis) -> int:
                 continue  # the first endpoint, or another process's stamp: look again
 
 
-def start_check(url: str) -> str | None:
+def start_check(url: str, timeouts: RedisTimeouts = DEFAULT_TIMEOUTS) -> str | None:
     """At a process's start: None when it may serve, else the one line saying why not.
     Waits for Redis while it cannot be reached, as the worker and scheduler always have."""
-    client = sync_client(url)
+    client = sync_client(url, timeouts)
     try:
         attempt = 0
         while True:
