@@ -9,12 +9,15 @@ sees it (``redaction.py``): no secret reaches a line.
 A client's broken HTTP is the client's error, not ours: aiohttp logs each at ERROR with a
 traceback, which anyone who can reach the port could repeat to flood the log and bury real
 errors. ``ClientErrorFilter`` turns those into one INFO line per kind a minute.
+
+A store that refuses (out of memory, its disk full…) is told the same way: one WARNING per
+cause a minute (``store/refusals.py``), also for the libraries that would log a traceback
+each time (``RefusalFilter``).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import sys
 import time
 from collections.abc import Callable
@@ -24,7 +27,9 @@ import orjson
 
 from webhook_service.api.problems import client_error
 from webhook_service.config import Settings
+from webhook_service.log_window import WINDOW, LineWindow
 from webhook_service.redaction import configured_secrets, install_log_redaction
+from webhook_service.store.refusals import REFUSALS, classify
 from webhook_service.timeutil import iso
 
 IDS = ("event_id", "delivery_id", "endpoint_id")
@@ -65,7 +70,6 @@ class ConsoleFormatter(logging.Formatter):
         return f"{text} [{extra}]" if extra else text
 
 
-CLIENT_ERROR_WINDOW = 60.0
 _client_errors = logging.getLogger("webhook_service.api.client_errors")
 
 
@@ -74,35 +78,38 @@ class ClientErrorFilter(logging.Filter):
     INFO line of our own per kind each ``window`` seconds, with how many were left out.
 
     Only the kind and status are told, not aiohttp's message: that quotes the client's bytes
-    (the offending header line, the URL), which a key may be in. Records come from the event
-    loop's thread only, so the counts need no lock.
+    (the offending header line, the URL), which a key may be in.
     """
 
-    def __init__(
-        self, window: float = CLIENT_ERROR_WINDOW, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, window: float = WINDOW, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
-        self._window = window
-        self._clock = clock
-        # kind -> (when its last line was written, how many were left out since)
-        self._kinds: dict[str, tuple[float, int]] = {}
+        self._lines = LineWindow(window, clock)
 
     def filter(self, record: logging.LogRecord) -> bool:
         found = client_error(record.exc_info[1] if record.exc_info else None)
         if record.levelno <= logging.INFO or found is None:
             return True
-        self._count(f"{found[0]} {found[1]}", record)
+        kind = f"{found[0]} {found[1]}"
+        left_out = self._lines.admit(kind)
+        if left_out is not None:
+            more = f"; {left_out} more of this kind since the last such line" if left_out else ""
+            _client_errors.info("client error %s (aiohttp: %s)%s", kind, record.getMessage(), more)
         return False
 
-    def _count(self, kind: str, record: logging.LogRecord) -> None:
-        now = self._clock()
-        written, left_out = self._kinds.get(kind, (-math.inf, 0))
-        if now - written < self._window:
-            self._kinds[kind] = (written, left_out + 1)
-            return
-        self._kinds[kind] = (now, 0)
-        more = f"; {left_out} more of this kind since the last such line" if left_out else ""
-        _client_errors.info("client error %s (aiohttp: %s)%s", kind, record.getMessage(), more)
+
+class RefusalFilter(logging.Filter):
+    """On the root handler: a record whose exception is the store refusing (``classify``),
+    from a library that logs it with its traceback each time (kombu refreshing a binding on
+    a full server, Celery's consumer losing its connection), becomes part of our own count
+    and our one WARNING per cause a minute (``REFUSALS``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        refusal = classify(exc) if exc is not None else None
+        if exc is None or refusal is None:
+            return True
+        REFUSALS.note(refusal, exc, f"{record.name}: {record.getMessage()}"[:200])
+        return False
 
 
 def setup(settings: Settings, role: str) -> None:
@@ -111,6 +118,7 @@ def setup(settings: Settings, role: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     json = settings.log_format == "json"
     handler.setFormatter(JsonFormatter(role) if json else ConsoleFormatter(role))
+    handler.addFilter(RefusalFilter())
     root = logging.getLogger()
     root.handlers = [handler]
     root.setLevel(settings.log_level.upper())

@@ -16,7 +16,7 @@ from kombu import Queue
 
 from webhook_service.config import Settings
 from webhook_service.store.keys import QUEUE_FRESH, QUEUE_RETRY
-from webhook_service.store.redis_url import celery_broker
+from webhook_service.store.redis_url import celery_broker, parse_sentinel
 
 TASK_DELIVER = "whs.deliver"
 
@@ -41,12 +41,17 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "retry_on_timeout": False,
     }
     broker_url = None
+    # kombu's Redis transport, waiting out a store that refuses BRPOP (workers/broker.py).
+    broker_transport = "workers.broker:Transport"
     if settings.redis_url is not None:
         # sentinel:// becomes kombu's own Sentinel spelling, with the primary's name.
         broker_url, sentinel_options = celery_broker(settings.redis_url)
         transport.update(sentinel_options)
+        if parse_sentinel(settings.redis_url) is not None:
+            broker_transport = "workers.broker:SentinelTransport"
     return {
         "broker_url": broker_url,
+        "broker_transport": broker_transport,
         "broker_transport_options": transport,
         "broker_connection_retry_on_startup": True,
         "broker_connection_max_retries": None,

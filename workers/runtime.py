@@ -12,13 +12,14 @@ import asyncio
 import logging
 import threading
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from webhook_service.config import Settings
 from webhook_service.delivery.engine import DeliveryEngine
 from webhook_service.delivery.transport import Transport
 from webhook_service.store.connect import RedisTimeouts, async_client
+from webhook_service.store.refusals import Backoff
 from webhook_service.wiring import aiohttp_transport, delivery_engine
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,8 @@ class Runtime:
     engine: DeliveryEngine
     transport: Transport
     drain_seconds: float
+    # How long a task waits after the store refused its lease (tasks.deliver).
+    backoff: Backoff = field(default_factory=Backoff)
 
     def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()

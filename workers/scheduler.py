@@ -20,6 +20,7 @@ from redis.lock import Lock
 from webhook_service.config import Settings
 from webhook_service.store import keys, liveness
 from webhook_service.store.due import claim_due_sync
+from webhook_service.store.refusals import Backoff, refused
 from webhook_service.store.retention import trim
 from webhook_service.store.scripts import Scripts
 from webhook_service.timeutil import now_ms
@@ -78,13 +79,17 @@ class Scheduler:
 
     def run(self, stop: threading.Event) -> None:
         log.info("scheduler running")
+        backoff = Backoff()
         while not stop.is_set():
             try:
                 woken = self.tick()
-            except redis.exceptions.RedisError:
-                log.warning("redis unreachable; the scheduler retries", exc_info=True)
+            except redis.exceptions.RedisError as exc:
+                if not refused(exc, "claiming due deliveries"):
+                    log.warning("store error; the scheduler retries", exc_info=True)
                 self._held = False
-                woken = 0
+                stop.wait(max(self._settings.scheduler_interval, backoff.next()))
+                continue
+            backoff.reset()
             # A full claim means more is due: go again at once.
             if woken < CLAIM_LIMIT:
                 stop.wait(self._settings.scheduler_interval)

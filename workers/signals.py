@@ -17,6 +17,7 @@ from webhook_service import logs
 from webhook_service.config import Settings
 from webhook_service.store import liveness
 from webhook_service.store.connect import RedisTimeouts, sync_client
+from webhook_service.store.refusals import refused
 from webhook_service.timeutil import now_ms
 
 log = logging.getLogger(__name__)
@@ -40,8 +41,9 @@ class _Heartbeat:
         try:
             liveness.beat(self._client, worker, now)
             self._last_ms = now
-        except redis.RedisError:
-            log.warning("heartbeat not written; /readyz will say so if this lasts")
+        except redis.RedisError as exc:
+            if not refused(exc, "writing the worker heartbeat"):
+                log.warning("heartbeat not written; /readyz will say so if this lasts")
 
 
 _heartbeat = _Heartbeat()

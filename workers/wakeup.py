@@ -20,6 +20,7 @@ from celery import Celery
 
 from webhook_service.store.events import InlineWakeup
 from webhook_service.store.keys import QUEUE_FRESH, QUEUE_RETRY
+from webhook_service.store.refusals import refused
 from workers.celery_app import TASK_DELIVER
 
 log = logging.getLogger(__name__)
@@ -68,9 +69,10 @@ class CeleryWaker:
                 self._app.send_task(
                     TASK_DELIVER, args=[chunk], queue=queue, retry_policy=_PUBLISH_RETRY
                 )
-            except Exception:
+            except Exception as exc:
                 # Stored already; the due entry will wake these deliveries after the grace.
-                log.warning("wake-up not published; the scheduler will repair it", exc_info=True)
+                if not refused(exc, "publishing wake-ups"):
+                    log.warning("wake-up not published; the scheduler repairs it", exc_info=True)
 
 
 _CLOSE_FLUSH_SECONDS = 5.0

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import orjson
 import pytest
+import redis.exceptions
 from aiohttp import web
 from aiohttp.http_exceptions import (
     BadHttpMessage,
@@ -18,6 +19,7 @@ from aiohttp.http_exceptions import (
 
 from webhook_service import logs
 from webhook_service.config import Settings
+from webhook_service.store.refusals import REFUSALS, Refusal
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
@@ -166,3 +168,21 @@ def test_setup_puts_one_filter_on_aiohttps_server_logger(captured: io.StringIO) 
     _setup(captured, "json")
     server = logging.getLogger("aiohttp.server")
     assert len([f for f in server.filters if isinstance(f, logs.ClientErrorFilter)]) == 1
+
+
+def test_a_librarys_traceback_of_a_refusal_becomes_our_count(captured: io.StringIO) -> None:
+    """kombu logs each refused binding refresh at WARNING with its traceback (every second
+    on a full server): through our handler it is a count and our own line at most."""
+    _setup(captured, "console")
+    before = REFUSALS.counts().get(Refusal.OUT_OF_MEMORY, 0)
+    refused = redis.exceptions.OutOfMemoryError(
+        "command not allowed when used memory > 'maxmemory'."
+    )
+    kombu = logging.getLogger("kombu.transport.redis")
+    for _ in range(3):
+        kombu.warning("maybe_refresh_binding_expiry: Redis error, will retry", exc_info=refused)
+    logging.getLogger("webhook_service.test").warning("unrelated", exc_info=RuntimeError("bug"))
+    assert REFUSALS.counts()[Refusal.OUT_OF_MEMORY] == before + 3
+    text = captured.getvalue()
+    assert "RuntimeError: bug" in text  # the unrelated one, whole
+    assert "OutOfMemoryError" not in text

@@ -31,7 +31,7 @@ from webhook_service.api.context import SERVICES, services
 from webhook_service.api.pagination import limit_param
 from webhook_service.api.problems import ProblemError
 from webhook_service.config import Settings
-from webhook_service.delivery.engine import DeliveryEngine, Result
+from webhook_service.delivery.engine import UNRECORDED, DeliveryEngine, Result
 from webhook_service.store import keys
 from webhook_service.store.due import claim_due, count_due
 from webhook_service.store.retention import TRIM_BUDGET, trim_async
@@ -48,8 +48,9 @@ _IGNORED_BODY_BYTES = 1024
 # Engine result statuses, as the summary counts them. Anything else (already done, leased
 # by a worker, not due yet) was not this tick's to count.
 _FINISHED_UNDELIVERED = frozenset({"failed", "disabled"})
-# Tried and failed with tries left, or held back by the endpoint's concurrency or rate limit.
-_LATER = frozenset({"pending", "busy", "throttled"})
+# Tried and failed with tries left, held back by the endpoint's concurrency or rate limit, or
+# sent while the store refused its record (sent again once its lease has run out).
+_LATER = frozenset({"pending", "busy", "throttled", UNRECORDED})
 
 routes = web.RouteTableDef()
 

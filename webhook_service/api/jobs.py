@@ -22,6 +22,7 @@ from webhook_service.api.models import RecoverIn, job_json
 from webhook_service.api.problems import ProblemError
 from webhook_service.store.history import DeliveryFilter
 from webhook_service.store.jobs import JobRecord, JobStore
+from webhook_service.store.refusals import refused
 from webhook_service.timeutil import now_ms, parse_iso
 
 log = logging.getLogger(__name__)
@@ -54,8 +55,10 @@ class JobRunner:
         while not self._stopping:
             try:
                 await self._pass()
-            except redis.exceptions.RedisError:
-                log.warning("redis unreachable; jobs resume when it is back", exc_info=True)
+            except redis.exceptions.RedisError as exc:
+                # A refusal is told once a minute; the next pass (2 s on) carries on.
+                if not refused(exc, "running background jobs"):
+                    log.warning("jobs paused by a store error; next pass retries", exc_info=True)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(_POLL_SECONDS):
                     await self._kick.wait()

@@ -2,7 +2,13 @@
 
 The figures are cluster-wide: they live in Redis (``store/telemetry.py``), written by the
 Lua steps of every worker and API process, and a scrape turns one snapshot of them into
-metric families through a collector. Labels are bounded: outcome, class, queue, reason.
+metric families through a collector. Labels are bounded: outcome, class, queue, reason,
+cause.
+
+Two families are this process's own: the store's refusals by cause, counted where they
+happen, and whether this scrape could read the store. They are exactly what is wanted
+while the store refuses, when the cluster-wide figures cannot be read: the scrape then
+answers 200 with these two alone, rather than a 503 that would leave a dashboard blank.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from webhook_service.api.context import services
 from webhook_service.api.problems import Handler, ProblemError
 from webhook_service.store import buckets
 from webhook_service.store.history import STATUS_CLASSES
+from webhook_service.store.refusals import REFUSALS, Refusal, refused
 from webhook_service.store.telemetry import Snapshot, count_rejection, snapshot
 from webhook_service.timeutil import now_ms
 
@@ -111,11 +118,43 @@ class SnapshotCollector(Collector):
             )
 
 
+class ProcessCollector(Collector):
+    """What this process knows without the store."""
+
+    def __init__(self, refusals: dict[Refusal, int], readable: bool) -> None:
+        self._refusals = refusals
+        self._readable = readable
+
+    def collect(self) -> Iterator[Metric]:
+        refusals = CounterMetricFamily(
+            "webhook_store_refusals",
+            "Store commands refused in this API process, by cause (store/refusals.py).",
+            labels=["cause"],
+        )
+        for cause in Refusal:
+            refusals.add_metric([cause.value], self._refusals.get(cause, 0))
+        yield refusals
+        yield GaugeMetricFamily(
+            "webhook_store_readable",
+            "1 when this scrape read the cluster-wide figures from the store; 0 when the store "
+            "refused, and they are left out.",
+            value=int(self._readable),
+        )
+
+
 @routes.get("/metrics")
 async def metrics(request: web.Request) -> web.Response:
     now = now_ms()
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(await snapshot(services(request).redis, now), now))
+    data: Snapshot | None = None
+    try:
+        data = await snapshot(services(request).redis, now)
+    except redis.exceptions.RedisError as exc:
+        if not refused(exc, "reading the metrics"):
+            raise
+    if data is not None:
+        registry.register(SnapshotCollector(data, now))
+    registry.register(ProcessCollector(REFUSALS.counts(), data is not None))
     encode, content_type = choose_encoder(request.headers.get("Accept", ""))
     return web.Response(body=encode(registry), headers={"Content-Type": content_type})
 

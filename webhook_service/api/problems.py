@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
-import redis.exceptions
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from pydantic import ValidationError
 from yarl import URL
+
+from webhook_service.store.refusals import MEANING, REFUSALS, Refusal, classify
+
+log = logging.getLogger(__name__)
 
 PROBLEM_TYPE_BASE = "https://webhook-service.dev/problems/"
 CONTENT_TYPE = "application/problem+json"
@@ -109,6 +113,8 @@ def client_error(exc: BaseException | None) -> tuple[int, str] | None:
 
 @web.middleware
 async def problem_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error leaves as a problem document: no route can reach aiohttp's own
+    plain-text 500 page, whatever it raises."""
     try:
         return await handler(request)
     except ProblemError as exc:
@@ -118,41 +124,47 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
             raise
         problem = ProblemError(exc.status, exc.reason, headers=_allowed(exc))
         return problem.response(_instance(request))
-    except (HttpProcessingError, web.RequestPayloadError) as exc:
-        return _unreadable(request, exc)
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-            redis.exceptions.BusyLoadingError, redis.exceptions.ReadOnlyError):  # fmt: skip
-        return _store_unavailable(request)
-    except redis.exceptions.ResponseError as exc:
-        # A primary refusing writes for want of replicas (min-replicas-to-write), or a
-        # replica cut off from its primary during a failover: transient, like an outage.
-        if str(exc).startswith(_TRANSIENT_REFUSALS):
-            return _store_unavailable(request)
-        raise
+    except Exception as exc:  # each kind is answered in _answer_for; the rest is a 500
+        return _answer_for(request, exc).response(_instance(request))
 
 
-_TRANSIENT_REFUSALS = ("NOREPLICAS", "MASTERDOWN")
-
-
-def _unreadable(request: web.Request, exc: Exception) -> web.Response:
-    """A body the handler could not read as sent (see ``client_error``): the client's error,
-    which aiohttp would answer as our 500 if we let it through."""
+def _answer_for(request: web.Request, exc: Exception) -> ProblemError:
     found = client_error(exc)
-    if found is None:
-        raise exc
-    # The rest of the body cannot be read either, so nothing after it on the connection.
-    problem = ProblemError(found[0], "The request body could not be read as sent.", close=True)
-    return problem.response(_instance(request))
+    if found is not None:
+        # A body the handler could not read as sent (see ``client_error``): the client's
+        # error. The rest of the body cannot be read either, so nothing after it on the
+        # connection.
+        return ProblemError(found[0], "The request body could not be read as sent.", close=True)
+    refusal = classify(exc)
+    if refusal is not None:
+        REFUSALS.note(refusal, exc, f"serving {request.method} {_route(request)}")
+        return _store_unavailable(refusal)
+    log.error("unexpected error serving %s %s", request.method, _route(request), exc_info=exc)
+    return ProblemError(
+        500, "Something went wrong on our side; it has been logged.", kind="internal-error"
+    )
 
 
-def _store_unavailable(request: web.Request) -> web.Response:
-    # Nothing was stored, so the caller may safely retry.
+def _store_unavailable(refusal: Refusal) -> ProblemError:
+    if refusal in (Refusal.CONNECTION, Refusal.TIMEOUT):
+        # The command may have been sent before the connection failed: only an
+        # Idempotency-Key tells a retried event from a new one.
+        outcome = "a write may have taken effect: retry with the same Idempotency-Key"
+    else:
+        outcome = "nothing was changed: retry"
     return ProblemError(
         503,
-        "The event store is unreachable; nothing was stored. Retry later.",
+        f"The event store refused the request ({MEANING[refusal]}); {outcome} after "
+        "Retry-After seconds.",
         kind="store-unavailable",
         headers={"Retry-After": REDIS_DOWN_RETRY_AFTER},
-    ).response(_instance(request))
+    )
+
+
+def _route(request: web.Request) -> str:
+    """The route's template (``/v1/events/{event_id}``): no id, nothing the client chose."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "(no route)"
 
 
 def _instance(request: web.Request) -> str:

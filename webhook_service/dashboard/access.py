@@ -17,6 +17,7 @@ from aiohttp import web
 
 from webhook_service.admin.api import AdminApi
 from webhook_service.api.body import read_form
+from webhook_service.api.problems import REDIS_DOWN_RETRY_AFTER, ProblemError
 from webhook_service.client.errors import APIError, TransportError
 from webhook_service.dashboard import layout
 from webhook_service.dashboard.markup import path
@@ -66,6 +67,17 @@ def explain(error: APIError) -> str:
     return f"{problem.detail} {pointers}".strip()
 
 
+def unavailable(error: APIError) -> ProblemError:
+    """The API's 503 (its store refuses, say) is the page's own: a problem document with
+    Retry-After, as every route answers then, rather than a page that looks like any other
+    error and tells a client nothing about when to come back."""
+    problem = error.problem
+    kind = problem.kind if problem.kind == "store-unavailable" else None
+    return ProblemError(
+        503, problem.detail, kind=kind, headers={"Retry-After": REDIS_DOWN_RETRY_AFTER}
+    )
+
+
 def signed_in(view: View) -> Handler:
     """Only with a session; a POST also needs our own origin and the form's token."""
 
@@ -92,6 +104,8 @@ def signed_in(view: View) -> Handler:
                 response = redirect(path("login"))
                 forget(response)
                 return response
+            if exc.status == 503:
+                raise unavailable(exc) from exc
             title = exc.problem.title or "Error"
             return layout.error_page(exc.status, title, explain(exc), session)
         except TransportError as exc:

@@ -8,7 +8,7 @@ from webhook_service.admin.api import AdminApi
 from webhook_service.api.body import read_form
 from webhook_service.client.errors import APIError, TransportError
 from webhook_service.dashboard import layout
-from webhook_service.dashboard.access import api_for, redirect, signed_in
+from webhook_service.dashboard.access import api_for, redirect, signed_in, unavailable
 from webhook_service.dashboard.markup import path, render
 from webhook_service.dashboard.session import (
     Session,
@@ -48,6 +48,8 @@ async def _check(api: AdminApi) -> str | None:
     except APIError as exc:
         if exc.status == 401:
             return "That key is not valid."
+        if exc.status == 503:
+            raise unavailable(exc) from exc
         if exc.status != 403:
             return f"The API answered {exc.status}: {exc.problem.detail}"
     except TransportError as exc:

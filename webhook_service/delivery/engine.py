@@ -8,6 +8,9 @@ sends go on in the background, up to ``max_in_flight`` per process. So a receive
 holds a few sends (the per-endpoint cap in the lease), never the worker that serves the
 others. A process that dies mid-send loses nothing: its leases expire and the scheduler
 wakes those deliveries again.
+
+The receiver has seen an attempt once its POST is answered, so recording it outlasts a
+store that refuses (``_record_attempt``); a refused lease is the caller's to wait out.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from signer import Signer
 from webhook_service.crypto import SecretBox
 from webhook_service.delivery.backoff import RetryPolicy, parse_retry_after
 from webhook_service.delivery.transport import OutboundRequest, OutboundResponse, Transport
+from webhook_service.log_window import LineWindow
 from webhook_service.store.deliveries import (
     Attempt,
     DeliveryStore,
@@ -31,11 +35,16 @@ from webhook_service.store.deliveries import (
     LeaseResult,
     NextLease,
     Outcome,
+    Recorded,
 )
 from webhook_service.store.endpoints import decode_headers, open_headers, open_secrets
+from webhook_service.store.refusals import Backoff, refused
 from webhook_service.timeutil import now_ms
 
 log = logging.getLogger(__name__)
+# Attempts the store refused to record for a whole lease: one line a minute tells them.
+_unrecorded = LineWindow()
+UNRECORDED = "unrecorded"
 
 _CACHE_SIZE = 1024
 
@@ -52,7 +61,8 @@ class _Credentials:
 @dataclass(frozen=True)
 class Result:
     delivery_id: str
-    status: str  # the delivery's status after this attempt, or why it was skipped
+    # The delivery's status after this attempt, why it was skipped, or UNRECORDED.
+    status: str
     attempt: int = 0
 
 
@@ -110,16 +120,20 @@ class DeliveryEngine:
         """``chain``: when a send frees an endpoint slot that a parked delivery waits for,
         lease and send that one at once, rather than leaving it to the scheduler."""
         token = secrets.token_hex(8)
+        leased_ms = self._clock()
         leased = await self._store.lease(
-            delivery_ids, token, self._clock(), self._lease_ms, self._endpoint_concurrency
+            delivery_ids, token, leased_ms, self._lease_ms, self._endpoint_concurrency
         )
-        return self._send_leased(leased, token, chain)
+        return self._send_leased(leased, token, leased_ms, chain)
 
     def _send_leased(
-        self, leased: LeaseResult, token: str, chain: bool
+        self, leased: LeaseResult, token: str, leased_ms: int, chain: bool
     ) -> tuple[list[Result], list[asyncio.Task[Result]]]:
         skipped = [Result(i, why) for i, why in leased.skipped.items()]
-        tasks = [asyncio.create_task(self._deliver(job, token, chain)) for job in leased.jobs]
+        until_ms = leased_ms + self._lease_ms
+        tasks = [
+            asyncio.create_task(self._deliver(job, token, until_ms, chain)) for job in leased.jobs
+        ]
         for task in tasks:
             self._sending.add(task)
             task.add_done_callback(self._sent)
@@ -146,7 +160,8 @@ class DeliveryEngine:
             self._opened.popitem(last=False)
         return opened
 
-    async def _deliver(self, job: Job, token: str, chain: bool) -> Result:
+    async def _deliver(self, job: Job, token: str, until_ms: int, chain: bool) -> Result:
+        """``until_ms``: when the lease taken for this send runs out."""
         started = self._clock()
         body = job.body.encode()
         credentials = self._credentials(job, started)
@@ -160,19 +175,25 @@ class DeliveryEngine:
         next_lease = None
         if chain:
             next_lease = NextLease(secrets.token_hex(8), self._lease_ms, self._endpoint_concurrency)
-        result, following = await self._record(job, token, started, response, next_lease)
-        if next_lease is not None and following is not None:
-            self._send_leased(following, next_lease.token, chain)
-        return result
+        stored = await self._record(job, token, until_ms, started, response, next_lease)
+        if stored is None:
+            return Result(job.delivery_id, UNRECORDED, job.attempt)
+        recorded, recorded_ms = stored
+        if next_lease is not None and recorded.next is not None:
+            # Leased by the record script, at the time that try gave it.
+            self._send_leased(recorded.next, next_lease.token, recorded_ms, chain)
+        return Result(job.delivery_id, recorded.status, job.attempt)
 
     async def _record(
         self,
         job: Job,
         token: str,
+        until_ms: int,
         started: int,
         response: OutboundResponse,
         next_lease: NextLease | None,
-    ) -> tuple[Result, LeaseResult | None]:
+    ) -> tuple[Recorded, int] | None:
+        """The attempt's record and when it was made, or None if the store never took it."""
         outcome: Outcome = "fail"
         if response.status is not None and 200 <= response.status < 300:
             outcome = "ok"
@@ -196,16 +217,12 @@ class DeliveryEngine:
             error=response.error,
             response_body=response.body.decode("utf-8", "replace"),
         )
-        recorded = await self._store.record(
-            delivery_id=job.delivery_id,
-            token=token,
-            now_ms=self._clock(),
-            attempt=attempt,
-            outcome=outcome,
-            delay_ms=delay_ms,
-            health=self._health,
-            next_lease=next_lease,
+        stored = await self._record_attempt(
+            job, token, until_ms, attempt, outcome, delay_ms, next_lease
         )
+        if stored is None:
+            return None
+        recorded = stored[0]
         log.info(
             "attempt recorded",
             extra={
@@ -218,4 +235,60 @@ class DeliveryEngine:
                 "status": recorded.status,
             },
         )
-        return Result(job.delivery_id, recorded.status, job.attempt), recorded.next
+        return stored
+
+    async def _record_attempt(
+        self,
+        job: Job,
+        token: str,
+        until_ms: int,
+        attempt: Attempt,
+        outcome: Outcome,
+        delay_ms: int | None,
+        next_lease: NextLease | None,
+    ) -> tuple[Recorded, int] | None:
+        """Record the attempt, trying again while the store refuses, as long as the lease
+        holds; None if it never took it.
+
+        Trying again is safe: the record script acts only for the lease's token and ends
+        the lease, so a try that ran before its reply was lost makes the next one 'stale',
+        never a second record. Past the lease another sender may hold the delivery, so this
+        one stops: the delivery comes back through its due entry at the lease's end and is
+        sent again (a duplicate, with the same webhook-id), and this attempt goes unrecorded.
+        """
+        backoff = Backoff()
+        while True:
+            now = self._clock()
+            try:
+                recorded = await self._store.record(
+                    delivery_id=job.delivery_id,
+                    token=token,
+                    now_ms=now,
+                    attempt=attempt,
+                    outcome=outcome,
+                    delay_ms=delay_ms,
+                    health=self._health,
+                    next_lease=next_lease,
+                )
+                return recorded, now
+            except Exception as exc:
+                if not refused(exc, "recording an attempt"):
+                    raise
+            left_ms = until_ms - self._clock()
+            if left_ms <= 0:
+                _tell_unrecorded(job)
+                return None
+            await asyncio.sleep(min(backoff.next(), left_ms / 1000))
+
+
+def _tell_unrecorded(job: Job) -> None:
+    left_out = _unrecorded.admit(UNRECORDED)
+    if left_out is None:
+        return
+    more = f"; {left_out} more since the last such line" if left_out else ""
+    log.warning(
+        "attempt sent but not recorded: the store refused it until the lease ran out; the "
+        "delivery is sent again when its due entry comes up%s",
+        more,
+        extra={"delivery_id": job.delivery_id, "event_id": job.event_id},
+    )

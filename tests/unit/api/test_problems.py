@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import orjson
@@ -224,9 +225,12 @@ async def test_middleware_lets_redirects_through() -> None:
         redis.exceptions.ReadOnlyError("replica"),
         redis.exceptions.ResponseError("NOREPLICAS Not enough good replicas to write."),
         redis.exceptions.ResponseError("MASTERDOWN Link with MASTER is down"),
+        redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'."),
+        redis.exceptions.ResponseError("MISCONF Errors writing to the AOF file"),
+        redis.exceptions.ResponseError("BUSY Valkey is busy running a script."),
     ],
 )
-async def test_middleware_turns_an_unreachable_store_into_503(exc: Exception) -> None:
+async def test_middleware_turns_a_refusing_store_into_503(exc: Exception) -> None:
     response = await _through_middleware(exc)
     assert isinstance(response, web.Response)
     assert response.status == 503
@@ -234,6 +238,28 @@ async def test_middleware_turns_an_unreachable_store_into_503(exc: Exception) ->
     assert body_of(response)["type"] == PROBLEM_TYPE_BASE + "store-unavailable"
 
 
-async def test_middleware_does_not_hide_other_errors() -> None:
-    with pytest.raises(redis.exceptions.ResponseError):
-        await _through_middleware(redis.exceptions.ResponseError("WRONGTYPE"))
+async def test_a_refusal_says_nothing_changed_a_lost_connection_that_something_may_have() -> None:
+    refused = await _through_middleware(redis.exceptions.ResponseError("MISCONF disk full"))
+    lost = await _through_middleware(redis.exceptions.TimeoutError("Timeout reading"))
+    assert isinstance(refused, web.Response) and isinstance(lost, web.Response)
+    assert "cannot write its data to disk" in body_of(refused)["detail"]
+    assert "nothing was changed" in body_of(refused)["detail"]
+    assert "same Idempotency-Key" in body_of(lost)["detail"]
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [redis.exceptions.ResponseError("WRONGTYPE Operation against a key"), KeyError("bug")],
+)
+async def test_anything_else_is_a_500_problem_logged_once_with_its_traceback(
+    exc: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, "webhook_service.api.problems"):
+        response = await _through_middleware(exc)
+    assert isinstance(response, web.Response)
+    assert response.status == 500
+    assert response.content_type == CONTENT_TYPE
+    assert body_of(response)["type"] == PROBLEM_TYPE_BASE + "internal-error"
+    [logged] = caplog.records
+    assert logged.levelno == logging.ERROR
+    assert logged.exc_info is not None and logged.exc_info[1] is exc

@@ -11,6 +11,7 @@ from typing import Any, Self, cast
 from unittest import mock
 
 import pytest
+import redis.exceptions
 from aioresponses import aioresponses
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from yarl import URL
@@ -19,7 +20,7 @@ from signer import generate_secret
 from tests.support.mock_http import CompatResponse
 from webhook_service.crypto import MasterKeyError, SecretBox, generate_master_key
 from webhook_service.delivery.backoff import RetryPolicy
-from webhook_service.delivery.engine import DeliveryEngine, Result
+from webhook_service.delivery.engine import UNRECORDED, DeliveryEngine, Result
 from webhook_service.delivery.ssrf import Guard
 from webhook_service.delivery.transport import (
     AiohttpTransport,
@@ -538,3 +539,65 @@ async def test_run_leaves_parked_deliveries_to_the_scheduler(box: SecretBox) -> 
     await make_engine(store, box, Receiver()).run([DELIVERY_ID])
     assert [r["next_lease"] for r in store.records] == [None]
     assert [r["delivery_id"] for r in store.records] == [DELIVERY_ID]
+
+
+# -- a store that refuses the record -----------------------------------------------------------
+
+MISCONF = "MISCONF Errors writing to the AOF file: No space left on device"
+
+
+@dataclass
+class RefusingStore(FakeStore):
+    """Refuses the first ``refusals`` records with ``error``; ``on_refusal`` runs at each."""
+
+    refusals: int = 0
+    error: Exception = field(default_factory=lambda: redis.exceptions.ResponseError(MISCONF))
+    on_refusal: Callable[[], None] = lambda: None
+    tries: list[dict[str, Any]] = field(default_factory=list)
+
+    async def record(self, **kwargs: Any) -> Recorded:
+        self.tries.append(kwargs)
+        if self.refusals > 0:
+            self.refusals -= 1
+            self.on_refusal()
+            raise self.error
+        return await super().record(**kwargs)
+
+
+async def test_a_refused_record_is_tried_again_until_the_store_takes_it(box: SecretBox) -> None:
+    """The receiver has the attempt: it is recorded once the store writes again, with the
+    same lease token each time (so a try whose reply was lost cannot record it twice)."""
+    store = RefusingStore([make_job(seal(box, (generate_secret(), None)))], refusals=3)
+    receiver = Receiver()
+    outcomes = await make_engine(store, box, receiver).run([DELIVERY_ID])
+    assert outcomes == [Result(DELIVERY_ID, "succeeded", 1)]
+    assert len(receiver.requests) == 1
+    assert len(store.tries) == 4 and len(store.records) == 1
+    assert {t["token"] for t in store.tries} == {store.leases[0][1]}
+
+
+async def test_a_record_refused_until_the_lease_ends_is_left_to_the_lease(
+    box: SecretBox, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Past its lease another sender may hold the delivery: the engine stops trying, and the
+    delivery's due entry (at the lease's end) sends it again."""
+    now = [NOW_MS]
+
+    def lease_runs_out() -> None:
+        now[0] += 30_000
+
+    job = make_job(seal(box, (generate_secret(), None)))
+    store = RefusingStore([job], refusals=99, on_refusal=lease_runs_out)
+    engine = make_engine(store, box, Receiver(), clock=lambda: now[0])
+    outcomes = await engine.run([DELIVERY_ID])
+    assert outcomes == [Result(DELIVERY_ID, UNRECORDED, 1)]
+    assert len(store.tries) == 1 and store.records == []
+    assert "not recorded" in caplog.text
+
+
+async def test_an_error_that_waiting_does_not_cure_is_not_tried_again(box: SecretBox) -> None:
+    bug = redis.exceptions.ResponseError("WRONGTYPE Operation against a key")
+    store = RefusingStore([make_job(seal(box, (generate_secret(), None)))], refusals=1, error=bug)
+    with pytest.raises(redis.exceptions.ResponseError):
+        await make_engine(store, box, Receiver()).run([DELIVERY_ID])
+    assert len(store.tries) == 1
