@@ -59,6 +59,10 @@ class Settings(BaseSettings):
     header_timeout: float = Field(20.0, gt=0, allow_inf_nan=False)
     body_timeout: float = Field(20.0, gt=0, allow_inf_nan=False)
     max_connections: int = Field(1000, ge=1)
+    # On SIGTERM an API process takes no new connection and serves the requests it has begun
+    # for up to this long: above the body timeout, so a request whose body is arriving can
+    # finish; below the supervisor's grace before its SIGKILL.
+    shutdown_timeout: float = Field(30.0, gt=0, allow_inf_nan=False)
     # Requests one API key may have in flight in one API process; more get a 429.
     key_concurrency: int = Field(64, ge=1)
     # Request line plus header lines, in bytes, and how many headers: beyond either, a 431.

@@ -1,6 +1,17 @@
 """The chaos tests use the integration fixtures (API in-process, receiver) on stacks of
 their own."""
 
+import pytest
+
 from tests.integration.conftest import api, receiver
 
 __all__ = ["api", "receiver"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--soak-seconds",
+        type=float,
+        default=100.0,
+        help="how long the soak (tests/chaos/test_soak.py) sends its load; make soak: 1800",
+    )

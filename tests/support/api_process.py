@@ -20,13 +20,29 @@ def start_api(stack: Stack, name: str, env: Mapping[str, str] | None = None) -> 
     stack.start(
         "api", name, {"WEBHOOK_HOST": "127.0.0.1", "WEBHOOK_PORT": str(port), **(env or {})}
     )
+    wait_healthy(stack, name)
+    return "127.0.0.1", port
+
+
+def api_port(stack: Stack, name: str) -> int:
+    """The port the API process ``name`` was (last) started on."""
+    return int(stack.launches[name][1]["WEBHOOK_PORT"])
+
+
+def api_url(stack: Stack, name: str) -> str:
+    return f"http://127.0.0.1:{api_port(stack, name)}"
+
+
+def wait_healthy(stack: Stack, name: str) -> None:
+    """Wait until the API process ``name`` answers /healthz on its port."""
+    url = f"{api_url(stack, name)}/healthz"
     deadline = time.monotonic() + _START_TIMEOUT
     while True:
         try:
-            if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                return "127.0.0.1", port
+            if requests.get(url, timeout=2).status_code == 200:
+                return
         except requests.ConnectionError:
             pass
-        if time.monotonic() > deadline:
+        if stack.processes[name].poll() is not None or time.monotonic() > deadline:
             raise AssertionError(f"{name} did not come up; see {name}.log in {stack.directory}")
         time.sleep(0.1)

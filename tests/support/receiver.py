@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -13,6 +15,19 @@ from standardwebhooks.webhooks import Webhook
 # Given the endpoint name and how many requests it has seen (1-based), the status to answer,
 # or None to hang until the sender gives up.
 Behaviour = Callable[[str, int], int | None]
+
+
+def flaky(rng: random.Random, fail_rate: float, hang_rate: float = 0.0) -> Behaviour:
+    """A receiver that hangs on ``hang_rate`` of requests and answers 500 to ``fail_rate``
+    of them, at random; 200 to the rest."""
+
+    def answer(_name: str, _seen: int) -> int | None:
+        roll = rng.random()
+        if roll < hang_rate:
+            return None
+        return 500 if roll < hang_rate + fail_rate else 200
+
+    return answer
 
 
 @dataclass
@@ -34,6 +49,12 @@ class Receiver:
     slow: dict[str, float] = field(default_factory=dict)  # seconds to wait before answering
     bodies: dict[str, str] = field(default_factory=dict)  # what to answer; else "answer <code>"
     received: list[Received] = field(default_factory=list)
+    # False: ``received`` stays empty, for runs too long to keep every request; the counts
+    # below are kept either way.
+    keep: bool = True
+    requests: Counter[str] = field(default_factory=Counter)  # per endpoint
+    # Verified requests answered 2xx, per (endpoint, webhook-id): more than 1 is a duplicate.
+    taken: Counter[tuple[str, str]] = field(default_factory=Counter)
     # Requests being answered now, and the most there ever were at once, per endpoint.
     in_flight: dict[str, int] = field(default_factory=dict)
     peak_in_flight: dict[str, int] = field(default_factory=dict)
@@ -67,18 +88,21 @@ class Receiver:
             except Exception:  # noqa: S112 - any failure means "not this secret"
                 continue
         got = Received(name, headers.get("webhook-id", ""), body, headers, verified)
-        self.received.append(got)
+        if self.keep:
+            self.received.append(got)
+        self.requests[name] += 1
         status: int | None = 401
         if verified:
-            seen = len(self.for_endpoint(name))
             behaviour = self.behaviours.get(name)
-            status = 200 if behaviour is None else behaviour(name, seen)
+            status = 200 if behaviour is None else behaviour(name, self.requests[name])
         if name in self.hang or status is None:
             await asyncio.sleep(3600)
         # A None status hangs until the sender gives up (the handler is cancelled then).
         assert status is not None, "hung an hour with no status to answer"
         await asyncio.sleep(self.slow.get(name, 0.0))
         got.status = status
+        if verified and 200 <= status < 300:
+            self.taken[(name, got.webhook_id)] += 1
         return web.Response(status=status, text=self.bodies.get(name, f"answer {status}"))
 
     async def start(self) -> None:

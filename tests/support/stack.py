@@ -16,6 +16,8 @@ from webhook_service.crypto import generate_master_key
 from webhook_service.embedded import EmbeddedValkey, start_valkey
 
 ADMIN_KEY = "test-admin-key-0123456789abcdefghijklmnop"
+# What the stack's Valkey is called where parts are named (fault plans, memory samples).
+VALKEY = "valkey"
 
 
 @dataclass
@@ -24,12 +26,15 @@ class Stack:
     valkey: EmbeddedValkey
     env: dict[str, str]
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    # How each name was last started (role, extra environment): what ``relaunch`` repeats.
+    launches: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
 
     def start(
         self, role: str, name: str | None = None, env: Mapping[str, str] | None = None
     ) -> subprocess.Popen[bytes]:
         """``env`` adds to (or overrides) the stack's environment for this process only."""
         name = name or role
+        self.launches[name] = (role, dict(env or {}))
         log = (self.directory / f"{name}.log").open("ab")
         process = subprocess.Popen(
             [sys.executable, "-m", "webhook_service", role],
@@ -40,6 +45,11 @@ class Stack:
         )
         self.processes[name] = process
         return process
+
+    def relaunch(self, name: str) -> subprocess.Popen[bytes]:
+        """Start ``name`` again as it was last started: same role, same environment."""
+        role, env = self.launches[name]
+        return self.start(role, name, env)
 
     def kill(self, name: str) -> None:
         """SIGKILL the whole process group: a prefork worker and its children die at once."""

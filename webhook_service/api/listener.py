@@ -8,6 +8,8 @@
 - Connections: past ``WEBHOOK_MAX_CONNECTIONS`` open at once in this process, a new one is
   answered a canned 503 and closed before any of it is parsed, so a pile of stalled clients
   costs a file descriptor each, not a handler and its buffers.
+- Stopping (SIGTERM, SIGINT): no new connections, and every request already begun is served
+  to its end, for up to ``WEBHOOK_SHUTDOWN_TIMEOUT`` (see ``Drain``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import orjson
 from aiohttp import web
 from yarl import URL
 
-from webhook_service.api.problems import CONTENT_TYPE, PROBLEM_TYPE_BASE
+from webhook_service.api.problems import CONTENT_TYPE, PROBLEM_TYPE_BASE, Handler
 from webhook_service.config import Settings
 
 log = logging.getLogger(__name__)
@@ -31,6 +33,9 @@ log = logging.getLogger(__name__)
 # read and dropped so the client sees the answer rather than a reset: short, because a
 # client that stalls gains this much again.
 LINGER_S = 2.0
+# aiohttp's own shutdown runs once the drain is over: what is still in flight then has
+# outlasted WEBHOOK_SHUTDOWN_TIMEOUT, and is cancelled within this.
+_CUT_OFF_S = 1.0
 
 _REFUSAL_BODY = orjson.dumps(
     {
@@ -86,6 +91,49 @@ class CappedSite(web.BaseSite):
         )
 
 
+class Drain:
+    """The requests this process is serving, so that a stop lets every one of them finish.
+
+    aiohttp's graceful shutdown waits for the handlers in progress, but from its first step
+    it drops whatever else arrives on every connection (aio-libs/aiohttp#2298): a request
+    whose body was still arriving then waited for the rest until the body timeout, and got
+    a 408 (its producer an error) 20 s later. So the stop closes the listening socket first
+    and waits here for the requests begun to end, each answer saying ``Connection: close``;
+    aiohttp's shutdown comes after, when only idle connections are left.
+    """
+
+    def __init__(self) -> None:
+        self._serving = 0
+        self._stopping = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        self._serving += 1
+        self._idle.clear()
+        try:
+            response = await handler(request)
+        finally:
+            self._serving -= 1
+            if not self._serving:
+                self._idle.set()
+        if self._stopping:
+            # A keep-alive client sends its next request to a process that is staying.
+            response.force_close()
+        return response
+
+    async def wait(self, grace: float) -> None:
+        """Until no request is being served, for at most ``grace`` seconds."""
+        self._stopping = True
+        await asyncio.sleep(0)  # requests whose head has just arrived get to begin
+        try:
+            async with asyncio.timeout(grace):
+                await self._idle.wait()
+        except TimeoutError:
+            log.warning("%d requests still in flight after %.0f s; cut off", self._serving, grace)
+
+
 def runner_options(settings: Settings) -> dict[str, Any]:
     """What the request handler of every connection is given: for the listener here and for
     the tests that serve the app in-process, so both run what production runs."""
@@ -103,7 +151,13 @@ def serve(app: Awaitable[web.Application], settings: Settings) -> None:
 
 async def _serve(app: Awaitable[web.Application], settings: Settings) -> None:
     access_log = logging.getLogger("aiohttp.access") if settings.access_log else None
-    runner = web.AppRunner(await app, access_log=access_log, **runner_options(settings))
+    served = await app
+    drain = Drain()
+    # Outermost: it sees every request begun, and the answer the others made of it.
+    served.middlewares.insert(0, drain.middleware)
+    runner = web.AppRunner(
+        served, access_log=access_log, shutdown_timeout=_CUT_OFF_S, **runner_options(settings)
+    )
     await runner.setup()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -114,5 +168,8 @@ async def _serve(app: Awaitable[web.Application], settings: Settings) -> None:
         await site.start()
         log.info("API listening on http://%s:%s", settings.host, settings.port)
         await stop.wait()
+        log.info("stopping: no new connections; serving the requests in flight")
+        await site.stop()
+        await drain.wait(settings.shutdown_timeout)
     finally:
         await runner.cleanup()

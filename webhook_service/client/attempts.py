@@ -36,7 +36,11 @@ RETRY_KINDS = frozenset({"idempotency-in-flight"})
 class Backoff:
     """Jittered exponential backoff; a Retry-After from the service is a floor, not a hint."""
 
-    max_attempts: int = 6
+    # Enough tries that the deadline, not the count, ends a send: 6 gave up 8-15 s after the
+    # first refused connection, while an API process restarting on a busy host refused them
+    # for 4-5 s and a send through that took up to 7.3 s (tests/chaos/test_rolling_restart.py):
+    # at the edge. 10 wait out at least a minute.
+    max_attempts: int = 10
     base: float = 0.5
     cap: float = 30.0
     # No send takes longer than this, waits included: a wait that would end past it is not

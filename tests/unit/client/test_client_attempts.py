@@ -146,6 +146,20 @@ def test_waits_grow_exponentially_with_jitter_and_stay_under_the_cap() -> None:
     assert seconds[-1] > seconds[0]
 
 
+def test_by_default_a_minute_of_refused_connections_is_waited_out() -> None:
+    # An API process restarting refuses connections for seconds; the default policy must not
+    # give up before the deadline has mostly passed, however the jitter falls.
+    for seed in range(20):
+        clock = Clock()
+        sent = Attempts(URL, "k", "a", {}, None, Backoff(), clock=clock, rng=random.Random(seed))
+        with pytest.raises(TransportError):
+            while True:
+                step = sent.failed(ConnectionRefusedError())
+                assert isinstance(step, Wait)
+                clock.now += step.seconds
+        assert clock.now >= 60, seed
+
+
 def test_jitter_spreads_clients_apart() -> None:
     delays = {Backoff().delay(3, None, random.Random(seed)) for seed in range(20)}
     assert len(delays) == 20
