@@ -17,24 +17,23 @@ import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, cast
 
 import redis
 
 from webhook_service.crypto import MasterKeyError, SecretBox, looks_sealed
-from webhook_service.rekey import endpoint_ids
-from webhook_service.store import keys, schema
+from webhook_service.store import schema
+from webhook_service.store.endpoint_rewrite import (
+    Rewrite,
+    RewriteConflict,
+    endpoint_ids,
+    rewrite_endpoint,
+)
 from webhook_service.store.endpoints import (
     decode_headers,
     encode_headers,
     header_associated,
     seal_headers,
 )
-
-Outcome = Literal["sealed", "current", "missing"]
-
-# Conflicts on one endpoint before giving up: each retry means someone else wrote it.
-_MAX_ATTEMPTS = 50
 
 
 @dataclass
@@ -50,10 +49,6 @@ class MigrateReport:
     @property
     def changed(self) -> bool:
         return self.sealed > 0 or self.before != schema.CURRENT
-
-
-class MigrateConflict(RuntimeError):
-    """One endpoint kept changing under us; rerun to finish it."""
 
 
 def _opens(box: SecretBox, token: str, associated: str) -> bool:
@@ -85,26 +80,15 @@ def _sealed(box: SecretBox, endpoint_id: str, text: str) -> tuple[str | None, li
 
 def _migrate_one(
     client: redis.Redis, box: SecretBox, endpoint_id: str
-) -> tuple[Outcome, list[str]]:
-    key = keys.endpoint(endpoint_id)
-    for _ in range(_MAX_ATTEMPTS):
-        with client.pipeline(transaction=True) as pipe:
-            try:
-                # redis-py leaves watch untyped; after it the pipeline runs commands at once.
-                pipe.watch(key)  # type: ignore[no-untyped-call]
-                if not pipe.exists(key):
-                    return "missing", []
-                text = cast(str | None, pipe.hget(key, "headers")) or ""
-                headers, unopenable = _sealed(box, endpoint_id, text)
-                if headers is None:
-                    return "current", unopenable
-                pipe.multi()
-                pipe.hset(key, "headers", headers)
-                pipe.execute()
-                return "sealed", unopenable
-            except redis.WatchError:
-                continue  # the endpoint changed since we read it: read it again
-    raise MigrateConflict(f"endpoint {endpoint_id} changed {_MAX_ATTEMPTS} times while migrating")
+) -> tuple[Rewrite, list[str]]:
+    unopenable: list[str] = []
+
+    def change(values: list[str]) -> dict[str, str] | None:
+        nonlocal unopenable
+        headers, unopenable = _sealed(box, endpoint_id, values[0])
+        return None if headers is None else {"headers": headers}
+
+    return rewrite_endpoint(client, endpoint_id, ("headers",), change), unopenable
 
 
 def _rewrite_aof(client: redis.Redis) -> str:
@@ -130,11 +114,11 @@ def migrate(client: redis.Redis, box: SecretBox, batch: int = 100) -> MigrateRep
         outcome, unopenable = _migrate_one(client, box, endpoint_id)
         report.unopenable += [f"endpoint {endpoint_id} header {name}" for name in unopenable]
         match outcome:
-            case "sealed":
+            case Rewrite.REWRITTEN:
                 report.sealed += 1
-            case "current":
+            case Rewrite.UNCHANGED:
                 report.current += 1
-            case "missing":
+            case Rewrite.MISSING:
                 report.missing += 1
     stamping = not report.unopenable and before != schema.CURRENT
     # Also when a run finishing an interrupted one seals nothing: the AOF still holds what
@@ -169,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     client = sync_client(settings.effective_redis_url, RedisTimeouts.of(settings))
     try:
         report = migrate(client, box)
-    except (schema.SchemaMismatch, MigrateConflict) as exc:
+    except (schema.SchemaMismatch, RewriteConflict) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:

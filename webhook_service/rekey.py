@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import redis
 
 from webhook_service.crypto import MasterKeyError, SecretBox, generate_master_key
-from webhook_service.store import keys
 from webhook_service.store.apikeys import reseal_pepper
+from webhook_service.store.endpoint_rewrite import (
+    Rewrite,
+    RewriteConflict,
+    endpoint_ids,
+    rewrite_endpoint,
+)
 from webhook_service.store.endpoints import (
     SealedSecret,
     decode_headers,
@@ -28,11 +32,6 @@ from webhook_service.store.endpoints import (
     encode_secrets,
     header_associated,
 )
-
-Outcome = Literal["resealed", "already_current", "missing"]
-
-# Conflicts on one endpoint before giving up: each retry means someone else wrote it.
-_MAX_ATTEMPTS = 50
 
 
 @dataclass
@@ -46,28 +45,6 @@ class RekeyReport:
             f"resealed: {self.resealed}, already current: {self.already_current}, "
             f"missing (deleted mid-run): {self.missing}"
         )
-
-
-class RekeyConflict(RuntimeError):
-    """One endpoint kept changing under us; rerun to finish it."""
-
-
-def _text(value: object) -> str:
-    """A reply as text, whether or not the client decodes responses."""
-    if isinstance(value, bytes):
-        return value.decode()
-    return "" if value is None else str(value)
-
-
-def endpoint_ids(client: redis.Redis, batch: int) -> Iterator[str]:
-    """Every endpoint id, a page at a time (``endpoints`` has score 0, ordered by id)."""
-    lower = "-"
-    while True:
-        page = [_text(i) for i in client.zrangebylex(keys.ENDPOINTS, lower, "+", 0, batch)]
-        yield from page
-        if len(page) < batch:
-            return
-        lower = "(" + page[-1]
 
 
 def _reseal(old: SecretBox, new: SecretBox, token: str, associated: str, endpoint_id: str) -> str:
@@ -106,28 +83,12 @@ def _resealed(
     )
 
 
-def _rekey_one(client: redis.Redis, old: SecretBox, new: SecretBox, endpoint_id: str) -> Outcome:
-    """Re-seal one endpoint; answers ``resealed``, ``already_current`` or ``missing``."""
-    key = keys.endpoint(endpoint_id)
-    for _ in range(_MAX_ATTEMPTS):
-        with client.pipeline(transaction=True) as pipe:
-            try:
-                # redis-py leaves watch untyped.
-                pipe.watch(key)  # type: ignore[no-untyped-call]
-                # After WATCH the pipeline runs commands at once, like the client.
-                if not pipe.exists(key):
-                    return "missing"
-                secrets, headers = pipe.hmget(key, ["secrets", "headers"])
-                resealed = _resealed(old, new, endpoint_id, _text(secrets), _text(headers))
-                if resealed is None:
-                    return "already_current"
-                pipe.multi()
-                pipe.hset(key, mapping={"secrets": resealed[0], "headers": resealed[1]})
-                pipe.execute()
-                return "resealed"
-            except redis.WatchError:
-                continue  # the endpoint changed since we read it: read it again
-    raise RekeyConflict(f"endpoint {endpoint_id} changed {_MAX_ATTEMPTS} times while re-sealing")
+def _rekey_one(client: redis.Redis, old: SecretBox, new: SecretBox, endpoint_id: str) -> Rewrite:
+    def change(values: list[str]) -> dict[str, str] | None:
+        resealed = _resealed(old, new, endpoint_id, values[0], values[1])
+        return None if resealed is None else {"secrets": resealed[0], "headers": resealed[1]}
+
+    return rewrite_endpoint(client, endpoint_id, ("secrets", "headers"), change)
 
 
 def rotate_master_key(
@@ -143,11 +104,11 @@ def rotate_master_key(
     report = RekeyReport()
     for endpoint_id in endpoint_ids(client, batch):
         match _rekey_one(client, old, new, endpoint_id):
-            case "resealed":
+            case Rewrite.REWRITTEN:
                 report.resealed += 1
-            case "already_current":
+            case Rewrite.UNCHANGED:
                 report.already_current += 1
-            case "missing":
+            case Rewrite.MISSING:
                 report.missing += 1
     reseal_pepper(client, old, new)
     return report
@@ -204,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     client = sync_client(settings.effective_redis_url, RedisTimeouts.of(settings))
     try:
         report = rotate_master_key(client, old, new)
-    except (MasterKeyError, RekeyConflict) as exc:
+    except (MasterKeyError, RewriteConflict) as exc:
         print(f"error: {exc}\nRerun once fixed; finished endpoints are skipped.", file=sys.stderr)
         return 1
     finally:

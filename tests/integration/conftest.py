@@ -8,6 +8,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -41,6 +42,16 @@ def valkey(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedValkey]
     server = start_valkey(tmp_path_factory.mktemp("valkey"))
     yield server
     server.stop()
+
+
+@pytest.fixture
+def fresh_valkey(tmp_path: Path) -> Iterator[EmbeddedValkey]:
+    """A Valkey of the test's own, for tests that stop it, read its AOF or need it empty."""
+    server = start_valkey(tmp_path / "valkey")
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import aiohttp
@@ -25,7 +25,7 @@ from tests.support.receiver import Receiver
 from tests.support.replies import text
 from tests.support.stack import ADMIN_KEY, Stack, service_env
 from webhook_service.crypto import SecretBox, generate_master_key
-from webhook_service.embedded import EmbeddedValkey, free_port, start_valkey
+from webhook_service.embedded import EmbeddedValkey, free_port
 from webhook_service.ids import new_id
 from webhook_service.migrate import migrate
 from webhook_service.store import keys, schema
@@ -51,17 +51,8 @@ REFUSAL = (
 
 
 @pytest.fixture
-def valkey(tmp_path: Path) -> Iterator[EmbeddedValkey]:
-    server = start_valkey(tmp_path / "valkey")
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def env(valkey: EmbeddedValkey) -> dict[str, str]:
-    return service_env(valkey.url)
+def env(fresh_valkey: EmbeddedValkey) -> dict[str, str]:
+    return service_env(fresh_valkey.url)
 
 
 async def old_endpoint(
@@ -121,12 +112,12 @@ def run(args: list[str], env: Mapping[str, str], timeout: float = 60) -> tuple[i
     return process.returncode, out.decode()
 
 
-def aof(valkey: EmbeddedValkey) -> bytes:
-    return b"".join(p.read_bytes() for p in Path(valkey.directory).rglob("*.aof*") if p.is_file())
+def aof(server: EmbeddedValkey) -> bytes:
+    return b"".join(p.read_bytes() for p in Path(server.directory).rglob("*.aof*") if p.is_file())
 
 
-def rewritten(valkey: EmbeddedValkey) -> bool:
-    client = sync_client(valkey.url)
+def rewritten(server: EmbeddedValkey) -> bool:
+    client = sync_client(server.url)
     try:
         info = client.info("persistence")
     finally:
@@ -135,24 +126,24 @@ def rewritten(valkey: EmbeddedValkey) -> bool:
 
 
 async def test_an_old_store_is_refused_until_migrated_then_delivers_its_headers(
-    valkey: EmbeddedValkey, env: dict[str, str], receiver: Receiver, tmp_path: Path
+    fresh_valkey: EmbeddedValkey, env: dict[str, str], receiver: Receiver, tmp_path: Path
 ) -> None:
     box = SecretBox(env["WEBHOOK_MASTER_KEY"])
     token = "rcv-" + secrets.token_hex(16)
     tenant = "tenant-" + secrets.token_hex(16)
     plain = {"Authorization": f"Bearer {token}", "X-Tenant": tenant}
     endpoint_id, secret = await old_endpoint(
-        valkey.url, box, receiver.url("old"), plain, "migrate.test"
+        fresh_valkey.url, box, receiver.url("old"), plain, "migrate.test"
     )
     receiver.secrets["old"] = [secret]
-    assert token in await stored(valkey.url)  # the search below does see clear values
+    assert token in await stored(fresh_valkey.url)  # the search below does see clear values
 
     port = str(free_port())
     for role in ("api", "worker", "scheduler"):
         status, out = run([role], {**env, "WEBHOOK_HOST": "127.0.0.1", "WEBHOOK_PORT": port})
         assert status != 0, (role, out)
         assert REFUSAL in out, (role, out)
-    client = sync_client(valkey.url)
+    client = sync_client(fresh_valkey.url)
     try:
         assert client.get(keys.SCHEMA) is None  # refusing stamps nothing
     finally:
@@ -161,10 +152,10 @@ async def test_an_old_store_is_refused_until_migrated_then_delivers_its_headers(
     status, out = run(["migrate"], env)
     assert status == 0, out
     assert out.splitlines()[0] == "sealed headers of 1 endpoints; store is at schema 2"
-    everything = await stored(valkey.url)
+    everything = await stored(fresh_valkey.url)
     assert token not in everything and tenant not in everything
     assert "X-Tenant" in everything  # names stay in clear
-    client = sync_client(valkey.url)
+    client = sync_client(fresh_valkey.url)
     try:
         assert client.get(keys.SCHEMA) == "2"
         sealed = _headers(client, endpoint_id)
@@ -175,12 +166,12 @@ async def test_an_old_store_is_refused_until_migrated_then_delivers_its_headers(
     assert open_headers(box, endpoint_id, sealed) == plain
     # The migration had the AOF rewritten: the clear values leave the disk too.
     for _ in range(200):
-        if rewritten(valkey):
+        if rewritten(fresh_valkey):
             break
         time.sleep(0.05)
-    assert token.encode() not in aof(valkey) and tenant.encode() not in aof(valkey)
+    assert token.encode() not in aof(fresh_valkey) and tenant.encode() not in aof(fresh_valkey)
 
-    stack = Stack(tmp_path, valkey, env)
+    stack = Stack(tmp_path, fresh_valkey, env)
     stack.start("worker", "worker0")
     stack.start("scheduler")
     try:
@@ -207,7 +198,7 @@ async def test_an_old_store_is_refused_until_migrated_then_delivers_its_headers(
     status, out = run(["migrate"], env)
     assert status == 0, out
     assert out.strip() == "nothing to migrate: the store is at schema 2 already"
-    client = sync_client(valkey.url)
+    client = sync_client(fresh_valkey.url)
     try:
         again = client.hgetall(keys.endpoint(endpoint_id))
     finally:
@@ -217,9 +208,9 @@ async def test_an_old_store_is_refused_until_migrated_then_delivers_its_headers(
 
 
 async def test_a_fresh_store_is_stamped_and_starts_without_migrating(
-    valkey: EmbeddedValkey, env: dict[str, str], tmp_path: Path
+    fresh_valkey: EmbeddedValkey, env: dict[str, str], tmp_path: Path
 ) -> None:
-    stack = Stack(tmp_path, valkey, env)
+    stack = Stack(tmp_path, fresh_valkey, env)
     port = free_port()
     stack.start("api", env={"WEBHOOK_HOST": "127.0.0.1", "WEBHOOK_PORT": str(port)})
     base = f"http://127.0.0.1:{port}"
@@ -236,7 +227,7 @@ async def test_a_fresh_store_is_stamped_and_starts_without_migrating(
                 return False
 
         await wait_for(up, timeout=60)
-        client = sync_client(valkey.url)
+        client = sync_client(fresh_valkey.url)
         try:
             assert client.get(keys.SCHEMA) == str(schema.CURRENT)
         finally:
@@ -264,19 +255,21 @@ async def test_a_fresh_store_is_stamped_and_starts_without_migrating(
 
 
 async def test_a_cut_short_run_is_finished_and_nothing_is_sealed_twice(
-    valkey: EmbeddedValkey,
+    fresh_valkey: EmbeddedValkey,
 ) -> None:
     old_key, key = generate_master_key(), generate_master_key()
     box = SecretBox(key)
-    first, _ = await old_endpoint(valkey.url, box, "https://a.example/h", {"X-A": "a1"}, "t.a")
+    first, _ = await old_endpoint(
+        fresh_valkey.url, box, "https://a.example/h", {"X-A": "a1"}, "t.a"
+    )
     # Half done, as a run cut short between two endpoints and within none leaves it: one
     # value sealed, one still in clear.
     second, _ = await old_endpoint(
-        valkey.url, box, "https://b.example/h", {"X-B": "b1", "X-C": "c1"}, "t.b"
+        fresh_valkey.url, box, "https://b.example/h", {"X-B": "b1", "X-C": "c1"}, "t.b"
     )
     # Sealed under a key this run is not given: reported, not sealed again.
-    third, _ = await old_endpoint(valkey.url, box, "https://c.example/h", {}, "t.c")
-    client = sync_client(valkey.url)
+    third, _ = await old_endpoint(fresh_valkey.url, box, "https://c.example/h", {}, "t.c")
+    client = sync_client(fresh_valkey.url)
     try:
         partly = {**seal_headers(box, second, {"X-B": "b1"}), "X-C": "c1"}
         client.hset(keys.endpoint(second), "headers", encode_headers(partly))
@@ -290,7 +283,7 @@ async def test_a_cut_short_run_is_finished_and_nothing_is_sealed_twice(
             [f"endpoint {third} header X-D"],
         )
         assert client.get(keys.SCHEMA) is None  # not stamped while a value does not open
-        assert schema.start_check(valkey.url) == REFUSAL
+        assert schema.start_check(fresh_valkey.url) == REFUSAL
         assert _headers(client, third) == foreign
         got = _headers(client, second)
         assert got["X-B"] == partly["X-B"]  # left as it was
@@ -300,7 +293,7 @@ async def test_a_cut_short_run_is_finished_and_nothing_is_sealed_twice(
         report = migrate(client, SecretBox(key, [old_key]))
         assert (report.sealed, report.current, report.unopenable) == (0, 3, [])
         assert client.get(keys.SCHEMA) == "2"
-        assert schema.start_check(valkey.url) is None
+        assert schema.start_check(fresh_valkey.url) is None
         assert open_headers(box, first, _headers(client, first)) == {"X-A": "a1"}
         report = migrate(client, box)
         assert not report.changed
@@ -308,11 +301,11 @@ async def test_a_cut_short_run_is_finished_and_nothing_is_sealed_twice(
         client.close()
 
 
-def test_a_store_of_a_later_schema_is_refused(valkey: EmbeddedValkey) -> None:
-    client = sync_client(valkey.url)
+def test_a_store_of_a_later_schema_is_refused(fresh_valkey: EmbeddedValkey) -> None:
+    client = sync_client(fresh_valkey.url)
     try:
         client.set(keys.SCHEMA, schema.CURRENT + 1)
-        refused = schema.start_check(valkey.url)
+        refused = schema.start_check(fresh_valkey.url)
         assert refused is not None and "schema 3, newer than this release" in refused
         with pytest.raises(schema.SchemaMismatch):
             migrate(client, SecretBox(generate_master_key()))

@@ -8,13 +8,12 @@ import base64
 import os
 import secrets
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 import redis
 
 from webhook_service.crypto import SecretBox, generate_master_key
-from webhook_service.embedded import EmbeddedValkey, start_valkey
+from webhook_service.embedded import EmbeddedValkey
 from webhook_service.ids import new_id
 from webhook_service.rekey import RekeyReport, main, rotate_master_key
 from webhook_service.store import keys
@@ -38,17 +37,8 @@ NEW = generate_master_key()
 
 
 @pytest.fixture
-def valkey(tmp_path: Path) -> Iterator[EmbeddedValkey]:
-    server = start_valkey(tmp_path / "v")
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def client(valkey: EmbeddedValkey) -> Iterator[redis.Redis]:
-    connection = sync_client(valkey.url)
+def client(fresh_valkey: EmbeddedValkey) -> Iterator[redis.Redis]:
+    connection = sync_client(fresh_valkey.url)
     try:
         yield connection
     finally:
@@ -138,9 +128,9 @@ def assert_all_open_with_new_alone(client: redis.Redis, plain: dict[str, list[st
 
 
 def test_rotation_reseals_everything_and_is_idempotent(
-    valkey: EmbeddedValkey, client: redis.Redis
+    fresh_valkey: EmbeddedValkey, client: redis.Redis
 ) -> None:
-    plain = populate(valkey.url, 7)
+    plain = populate(fresh_valkey.url, 7)
     expiries = {
         endpoint_id: [s.expires_ms for s in stored(client, endpoint_id)] for endpoint_id in plain
     }
@@ -160,8 +150,8 @@ def test_rotation_reseals_everything_and_is_idempotent(
     assert again == RekeyReport(resealed=0, already_current=7, missing=0)
 
     client.bgrewriteaof()  # the rewritten AOF holds only the final state: check it too
-    valkey.stop()  # flushes and fsyncs the AOF
-    aof = b"".join(p.read_bytes() for p in (valkey.directory / "appendonlydir").iterdir())
+    fresh_valkey.stop()  # flushes and fsyncs the AOF
+    aof = b"".join(p.read_bytes() for p in (fresh_valkey.directory / "appendonlydir").iterdir())
     assert keys.endpoint(next(iter(plain))).encode() in aof  # the grep looks at real data
     for values in plain.values():
         for value in values:
@@ -169,7 +159,7 @@ def test_rotation_reseals_everything_and_is_idempotent(
             assert value.split("_", 1)[1].encode() not in aof
 
 
-def test_rotation_reseals_header_values(valkey: EmbeddedValkey, client: redis.Redis) -> None:
+def test_rotation_reseals_header_values(fresh_valkey: EmbeddedValkey, client: redis.Redis) -> None:
     """Header values (the receiver's credentials) are sealed like secrets and move with them;
     also when the secrets already are under the new key and only the headers are not."""
     old_box, new_box = SecretBox(OLD), SecretBox(NEW)
@@ -179,7 +169,7 @@ def test_rotation_reseals_header_values(valkey: EmbeddedValkey, client: redis.Re
         values[endpoint_id] = {"Authorization": f"Bearer {secrets.token_hex(16)}", "X-N": "1"}
         made = record(endpoint_id, [SealedSecret(secret_box.seal(plain_secret(), endpoint_id))])
         made.sealed_headers = seal_headers(old_box, endpoint_id, values[endpoint_id])
-        save(valkey.url, made)
+        save(fresh_valkey.url, made)
 
     report = rotate_master_key(client, old_box, new_box)
 
@@ -196,14 +186,14 @@ def test_rotation_reseals_header_values(valkey: EmbeddedValkey, client: redis.Re
 
 
 def test_keyring_box_as_both_sides_and_partial_state(
-    valkey: EmbeddedValkey, client: redis.Redis
+    fresh_valkey: EmbeddedValkey, client: redis.Redis
 ) -> None:
     """Step 1 of the procedure: processes already seal with NEW while OLD tokens remain."""
-    plain = populate(valkey.url, 3)
+    plain = populate(fresh_valkey.url, 3)
     ring = SecretBox(NEW, [OLD])
     fresh = new_id("ep")
     value = plain_secret()
-    save(valkey.url, record(fresh, [SealedSecret(ring.seal(value, fresh))]))
+    save(fresh_valkey.url, record(fresh, [SealedSecret(ring.seal(value, fresh))]))
     plain[fresh] = [value]
 
     report = rotate_master_key(client, ring, ring)
@@ -229,9 +219,9 @@ class _Meddling(SecretBox):
 
 
 def test_concurrent_secret_rotation_and_deletion_are_not_lost(
-    valkey: EmbeddedValkey, client: redis.Redis
+    fresh_valkey: EmbeddedValkey, client: redis.Redis
 ) -> None:
-    plain = populate(valkey.url, 4)
+    plain = populate(fresh_valkey.url, 4)
     first, *_, last = sorted(plain)
     added = plain_secret()
 
@@ -241,8 +231,8 @@ def test_concurrent_secret_rotation_and_deletion_are_not_lost(
         sealed = stored(client, first)
         rotated_in = SealedSecret(SecretBox(NEW, [OLD]).seal(added, first))
         grace = [SealedSecret(s.sealed, now_ms() + 60_000) for s in sealed]
-        save(valkey.url, record(first, [rotated_in, *grace]))
-        delete(valkey.url, last)
+        save(fresh_valkey.url, record(first, [rotated_in, *grace]))
+        delete(fresh_valkey.url, last)
 
     meddling = _Meddling(OLD, first, meddle)
     report = rotate_master_key(client, meddling, SecretBox(NEW))
@@ -256,13 +246,13 @@ def test_concurrent_secret_rotation_and_deletion_are_not_lost(
 
 
 def test_cli_rotates_with_the_settings_key(
-    valkey: EmbeddedValkey,
+    fresh_valkey: EmbeddedValkey,
     client: redis.Redis,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    plain = populate(valkey.url, 2)
-    monkeypatch.setenv("WEBHOOK_REDIS_URL", valkey.url)
+    plain = populate(fresh_valkey.url, 2)
+    monkeypatch.setenv("WEBHOOK_REDIS_URL", fresh_valkey.url)
     monkeypatch.setenv("WEBHOOK_MASTER_KEY", OLD)
     monkeypatch.delenv("WEBHOOK_PREVIOUS_MASTER_KEYS", raising=False)
 
@@ -277,14 +267,14 @@ def test_cli_rotates_with_the_settings_key(
 
 
 def test_cli_without_a_new_key_generates_one_and_writes_nothing(
-    valkey: EmbeddedValkey,
+    fresh_valkey: EmbeddedValkey,
     client: redis.Redis,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    plain = populate(valkey.url, 1)
+    plain = populate(fresh_valkey.url, 1)
     before = {e: stored(client, e) for e in plain}
-    monkeypatch.setenv("WEBHOOK_REDIS_URL", valkey.url)
+    monkeypatch.setenv("WEBHOOK_REDIS_URL", fresh_valkey.url)
     monkeypatch.setenv("WEBHOOK_MASTER_KEY", OLD)
 
     assert main([]) == 0
