@@ -25,12 +25,12 @@ import orjson
 import pytest
 
 from tests.integration.conftest import Api, create_endpoint, wait_for
-from tests.support.api_process import api_port, api_url, start_api, wait_healthy
+from tests.support.api_process import api_port, api_url, stack_with_apis, wait_healthy
 from tests.support.producer import Answers, Production, produce
 from tests.support.raw_http import read_reply, request_head
 from tests.support.receiver import Receiver
 from tests.support.restarts import terminate_and_restart
-from tests.support.stack import ADMIN_KEY, Stack, start_stack
+from tests.support.stack import ADMIN_KEY, Stack
 from webhook_service.client import AsyncWebhookClient
 
 pytestmark = pytest.mark.chaos
@@ -46,15 +46,13 @@ BETWEEN = 3.0  # seconds of load before, between and after the restarts
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     # Room for the slow endpoint's sends: RATE x SLOW_ANSWER in flight at once.
-    running = start_stack(
-        tmp_path_factory.mktemp("rolling"), {"WEBHOOK_ENDPOINT_CONCURRENCY": "50"}, workers=2
-    )
-    try:
-        for name in APIS:
-            start_api(running, name)
+    with stack_with_apis(
+        tmp_path_factory.mktemp("rolling"),
+        extra={"WEBHOOK_ENDPOINT_CONCURRENCY": "50"},
+        workers=2,
+        apis=APIS,
+    ) as running:
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture

@@ -38,7 +38,7 @@ import pytest
 import redis.asyncio
 
 from tests.integration.conftest import Api, create_endpoint
-from tests.support.api_process import api_url, start_api
+from tests.support.api_process import api_url, stack_with_apis
 from tests.support.memory import (
     CLIENTS,
     CLIENTS_MEMORY,
@@ -53,7 +53,7 @@ from tests.support.memory import (
 from tests.support.producer import Answers, Production, produce
 from tests.support.receiver import Receiver, flaky
 from tests.support.restarts import kill_and_restart
-from tests.support.stack import ADMIN_KEY, VALKEY, Stack, start_stack
+from tests.support.stack import ADMIN_KEY, VALKEY, Stack
 from webhook_service.client import AsyncWebhookClient, Backoff
 from webhook_service.store import keys
 from webhook_service.store.stats import HOUR_MS, MINUTE_MS
@@ -101,7 +101,7 @@ def plan(request: pytest.FixtureRequest) -> Plan:
 
 @pytest.fixture
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    running = start_stack(
+    with stack_with_apis(
         tmp_path_factory.mktemp("soak"),
         extra={
             # 8 attempts: 5 % failures never spend them (0.05^8).
@@ -110,13 +110,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             "WEBHOOK_IDEMPOTENCY_TTL": str(IDEMPOTENCY_TTL_S),
         },
         workers=2,
-    )
-    try:
-        for name in APIS:
-            start_api(running, name)
+        apis=APIS,
+    ) as running:
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture

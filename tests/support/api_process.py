@@ -4,11 +4,13 @@ free port, for what only the real listener does (connection limits, timeouts, lo
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 
 import requests
 
-from tests.support.stack import Stack
+from tests.support.stack import Stack, start_stack
 from webhook_service.embedded import free_port
 
 _START_TIMEOUT = 60.0
@@ -46,3 +48,17 @@ def wait_healthy(stack: Stack, name: str) -> None:
         if stack.processes[name].poll() is not None or time.monotonic() > deadline:
             raise AssertionError(f"{name} did not come up; see {name}.log in {stack.directory}")
         time.sleep(0.1)
+
+
+@contextmanager
+def stack_with_apis(
+    directory: Path, apis: Sequence[str], extra: Mapping[str, str], workers: int
+) -> Iterator[Stack]:
+    """A whole stack with API processes of its own (named ``apis``), stopped on the way out."""
+    running = start_stack(directory, extra, workers=workers)
+    try:
+        for name in apis:
+            start_api(running, name)
+        yield running
+    finally:
+        running.stop()
