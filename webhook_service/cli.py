@@ -50,6 +50,8 @@ def _run_worker(settings: Settings) -> int:
 
 
 def _run_scheduler(settings: Settings) -> int:
+    from webhook_service.history.database import sync_engine
+    from webhook_service.history.shipper import Shipper, start_thread
     from webhook_service.store.connect import RedisTimeouts, sync_client
     from workers.celery_app import app
     from workers.scheduler import Scheduler
@@ -59,7 +61,11 @@ def _run_scheduler(settings: Settings) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     client = sync_client(settings.effective_redis_url, RedisTimeouts.of(settings))
+    # The shipper has a thread of its own: a slow or absent SQL database never holds up
+    # the due deliveries.
+    shipping = start_thread(Shipper(client, sync_engine(settings), settings), stop)
     Scheduler(client, CeleryWaker(app, settings.batch_size), settings).run(stop)
+    shipping.join(settings.log_timeout * 2)
     return 0
 
 
@@ -75,6 +81,12 @@ def _run_up(settings: Settings) -> int:
         env["WEBHOOK_ADMIN_KEY"] = secret_file(
             data_dir / "admin.key", "whadm_" + secrets.token_urlsafe(24)
         )
+    if settings.log_url is None:
+        from webhook_service.history.database import sync_engine, upgrade
+
+        # The embedded log is ours to migrate; a PostgreSQL one is the operator's
+        # (`webhook-service migrate`).
+        upgrade(sync_engine(settings))
     valkey = None
     if settings.redis_url is None:
         valkey = start_valkey(data_dir / "valkey")

@@ -113,6 +113,21 @@ class Settings(BaseSettings):
     wake_workers: bool = True
     # Events, deliveries and attempts older than this are trimmed by the scheduler.
     retention_days: float = Field(30.0, gt=0, allow_inf_nan=False)
+    # The delivery log in SQL (webhook_service/history): None is SQLite in the data dir;
+    # postgresql://user:pass@host/db in production. A secret: the URL holds a password.
+    log_url: SecretStr | None = None
+    # Every wait on the log's database: a connection, a statement, a pooled connection.
+    log_timeout: float = Field(5.0, gt=0, allow_inf_nan=False)
+    # Outbox records one shipper transaction writes, and how long an idle shipper sleeps:
+    # an attempt is in the SQL history within about this long of its record.
+    log_batch_size: int = Field(2000, ge=1)
+    log_ship_interval: float = Field(0.2, gt=0, allow_inf_nan=False)
+    # Outbox records Redis may hold while SQL is away; past it ingest answers 503 rather
+    # than let Redis fill. About 0.5 KiB each at fan-out 3: the default is ~500 MiB.
+    log_backlog_max: int = Field(1_000_000, ge=1)
+    # A finished delivery, and an event whose deliveries are all finished, stay in Redis
+    # this long after their log records are in SQL; then only SQL holds them.
+    hot_seconds: float = Field(60.0, ge=0, le=3600, allow_inf_nan=False)
     # /readyz fails when the acting scheduler has not finished a pass for this long.
     scheduler_max_lag: float = Field(30.0, gt=0)
     log_level: str = "INFO"

@@ -4,7 +4,6 @@ API served in-process on a real socket, and a signature-verifying receiver."""
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -18,7 +17,7 @@ from aiohttp.test_utils import TestServer
 from redis.asyncio import Redis
 
 from tests.support.receiver import Receiver
-from tests.support.stack import ADMIN_KEY, Stack, start_stack
+from tests.support.stack import ADMIN_KEY, Stack, settings_of, start_stack
 from webhook_service.api.listener import runner_options
 from webhook_service.api.server import build_app
 from webhook_service.config import Settings
@@ -75,13 +74,7 @@ async def save_endpoint(scripts: Scripts, event_type: str, at: int) -> str:
 
 
 def settings_for(stack: Stack) -> Settings:
-    old = dict(os.environ)
-    os.environ.update(stack.env)
-    try:
-        return Settings()
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
+    return settings_of(stack.env)
 
 
 class Api:

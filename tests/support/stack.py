@@ -12,8 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from webhook_service.config import Settings
 from webhook_service.crypto import generate_master_key
 from webhook_service.embedded import EmbeddedValkey, start_valkey
+from webhook_service.history.database import sync_engine, upgrade
 
 ADMIN_KEY = "test-admin-key-0123456789abcdefghijklmnop"
 # What the stack's Valkey is called where parts are named (fault plans, memory samples).
@@ -107,6 +109,27 @@ def service_env(redis_url: str, extra: Mapping[str, str] | None = None) -> dict[
     return env
 
 
+def settings_of(env: Mapping[str, str]) -> Settings:
+    """The settings a process started with ``env`` builds (from its WEBHOOK_* variables)."""
+    old = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        return Settings()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
+def migrate_log(env: Mapping[str, str]) -> None:
+    """Bring the log the environment names up to this release's schema."""
+    engine = sync_engine(settings_of(env))
+    try:
+        upgrade(engine)
+    finally:
+        engine.dispose()
+
+
 def start_stack(
     directory: Path,
     extra: Mapping[str, str] | None = None,
@@ -115,7 +138,11 @@ def start_stack(
 ) -> Stack:
     """Valkey, then the processes; ``workers=0, scheduler=False`` is Valkey alone (tick mode)."""
     valkey = start_valkey(directory / "valkey")
-    stack = Stack(directory, valkey, service_env(valkey.url, extra))
+    # Its own delivery log: the SQLite file in the stack's dir, migrated before any process
+    # opens it (as `webhook-service up` does), unless `extra` names another log.
+    env = service_env(valkey.url, {"WEBHOOK_DATA_DIR": str(directory), **(extra or {})})
+    stack = Stack(directory, valkey, env)
+    migrate_log(stack.env)
     for n in range(workers):
         stack.start("worker", f"worker{n}")
     if scheduler:

@@ -14,6 +14,7 @@ answers 404 like any path the service does not have.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import math
 from collections import Counter
@@ -22,6 +23,7 @@ from contextlib import suppress
 from dataclasses import asdict, dataclass
 
 import redis.exceptions
+import sqlalchemy as sa
 from aiohttp import web
 from pydantic import SecretStr
 from redis.asyncio import Redis
@@ -32,7 +34,10 @@ from webhook_service.api.pagination import limit_param
 from webhook_service.api.problems import ProblemError
 from webhook_service.config import Settings
 from webhook_service.delivery.engine import UNRECORDED, DeliveryEngine, Result
+from webhook_service.history.database import sync_engine
+from webhook_service.history.shipper import Shipper
 from webhook_service.store import keys
+from webhook_service.store.connect import RedisTimeouts, sync_client
 from webhook_service.store.due import claim_due, count_due
 from webhook_service.store.retention import TRIM_BUDGET, trim_async
 from webhook_service.store.scripts import Scripts
@@ -44,6 +49,8 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MIN_SECRET_LENGTH = 16
 _IGNORED_BODY_BYTES = 1024
+# Outbox batches one tick ships at most (WEBHOOK_LOG_BATCH_SIZE records each).
+_SHIP_BATCHES = 10
 
 # Engine result statuses, as the summary counts them. Anything else (already done, leased
 # by a worker, not due yet) was not this tick's to count.
@@ -74,8 +81,11 @@ class TickSummary:
 
 
 class Ticker:
-    def __init__(self, client: Redis, engine: DeliveryEngine, settings: Settings) -> None:
+    def __init__(
+        self, client: Redis, engine: DeliveryEngine, shipper: Shipper, settings: Settings
+    ) -> None:
         self._redis = client
+        self._shipper = shipper
         self._scripts = Scripts(client)
         self._engine = engine
         self._batch = settings.batch_size
@@ -102,13 +112,27 @@ class Ticker:
                 budget -= len(claimed)
                 results += await self._engine.run(claimed.ids)
                 await lock.reacquire()
-            # The scheduler's other chore: without a scheduler, retention is kept here.
+            # The scheduler's other chores: without a scheduler, retention is kept here,
+            # and the log shipped.
             await trim_async(self._scripts, now_ms(), self._retention_days, max(TRIM_BUDGET, limit))
+            await self._ship()
             remaining = await count_due(self._redis, now_ms())
         finally:
             with suppress(redis.exceptions.RedisError):
                 await lock.release()  # if not, it expires by itself
         return TickSummary.of(results, remaining)
+
+    async def _ship(self) -> None:
+        """The outbox into SQL, in the shipper's own thread, a few batches at most: a log
+        database that is away leaves the records for the next tick, not an error."""
+        for _ in range(_SHIP_BATCHES):
+            try:
+                shipped = await asyncio.to_thread(self._shipper.ship_batch)
+            except sa.exc.SQLAlchemyError as exc:
+                Shipper.sql_trouble(exc)
+                return
+            if shipped < self._shipper.batch_size:
+                return
 
 
 TICKER = web.AppKey("ticker", Ticker)
@@ -129,11 +153,16 @@ async def ticker_context(app: web.Application) -> AsyncIterator[None]:
         )
     transport = aiohttp_transport(svc.settings)
     engine = delivery_engine(svc.settings, svc.redis, transport)
-    app[TICKER] = Ticker(svc.redis, engine, svc.settings)
+    sync_redis = sync_client(svc.settings.effective_redis_url, RedisTimeouts.of(svc.settings))
+    log_engine = sync_engine(svc.settings)
+    shipper = Shipper(sync_redis, log_engine, svc.settings)
+    app[TICKER] = Ticker(svc.redis, engine, shipper, svc.settings)
     try:
         yield
     finally:
         await transport.close()
+        log_engine.dispose()
+        sync_redis.close()
 
 
 def _check_bearer(request: web.Request, secret: SecretStr) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 import orjson
@@ -88,10 +88,13 @@ class Attempt:
     status_code: int | None
     error: str | None
     response_body: str
+    # What went out (endpoint header values redacted) and what came back, cut to bounds.
+    request_headers: dict[str, str] = field(default_factory=dict)
+    response_headers: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        """Compact: no code, error or response body when there is none (from_json puts them
-        back), so that most attempts fit in their delivery's hash (keys.ATTEMPT_FIELD_MAX)."""
+        """Compact: nothing that is empty (from_json puts it back). The record script passes
+        it on to the log outbox as it is."""
         raw: dict[str, object] = {"n": self.number, "t": self.started_ms, "d": self.duration_ms}
         if self.status_code is not None:
             raw["c"] = self.status_code
@@ -99,12 +102,19 @@ class Attempt:
             raw["e"] = self.error
         if self.response_body:
             raw["b"] = self.response_body
+        if self.request_headers:
+            raw["rq"] = self.request_headers
+        if self.response_headers:
+            raw["rs"] = self.response_headers
         return orjson.dumps(raw).decode()
 
     @classmethod
-    def from_json(cls, text: str) -> Attempt:
+    def from_json(cls, text: str | bytes) -> Attempt:
         raw = orjson.loads(text)
-        return cls(raw["n"], raw["t"], raw["d"], raw.get("c"), raw.get("e"), raw.get("b", ""))
+        return cls(
+            raw["n"], raw["t"], raw["d"], raw.get("c"), raw.get("e"), raw.get("b", ""),
+            raw.get("rq") or {}, raw.get("rs") or {},
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)

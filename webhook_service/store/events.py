@@ -95,6 +95,7 @@ class EventStore:
                 budget, grace_ms,
                 wakeup.queue if wakeup else "", wakeup.template if wakeup else "",
                 wakeup.batch if wakeup else 0,
+                idem.key if idem else "",
             ],
         )  # fmt: skip
         outcome = reply[0]

@@ -78,6 +78,10 @@ job:{job}                  hash   a bulk retry or recovery: kind, filter, status
                                   matched, retried, state, created, updated
 job:{job}:owner            str    the API process working on the job, expiring
 jobs:running               set    jobs not yet done
+log:outbox                 stream the delivery log's records not yet in SQL, in the order
+                                  the state changes made them (webhook_service/history/
+                                  records.py): the shipper writes them to SQL, then trims
+lock:shipper               str    the token of the shipper that may ship the outbox
 limit:{name}               str    a generic rate limiter's state (GCRA arrival time), e.g.
                                   limit:apikey:{id} for a key's ingest limit
 apikey:{id}                hash   name, scopes (comma list), rate_limit, created, digest
@@ -113,6 +117,7 @@ delivery keeps both. Data written before these rules has every field, and reads 
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 
 PREFIX = "whs:1:"
 
@@ -140,6 +145,8 @@ API_KEYS = PREFIX + "apikeys"
 API_KEY_PEPPER = PREFIX + "apikeys:pepper"
 DURABILITY_MARK = PREFIX + "durability:mark"
 SCHEMA = PREFIX + "schema"
+LOG_OUTBOX = PREFIX + "log:outbox"
+SHIPPER_LOCK = PREFIX + "lock:shipper"
 
 # Values no index holds (see (*) above): a delivery that ends succeeded, with a 2xx last
 # attempt, after one attempt, costs no status, class or attempt-count index entry.
@@ -181,6 +188,19 @@ def attempt_number(field: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
+class OutboxField(StrEnum):
+    """The fields of a log outbox entry (the Lua preamble's LOG table). Each entry has one
+    kind field, holding the record as JSON, and may carry the bytes it is about beside it,
+    unescaped: an event's body, an attempt's JSON as the worker wrote it."""
+
+    EVENT = "e"  # an accepted event and its first deliveries
+    REPLAY = "p"  # new deliveries of a stored event
+    STATE = "s"  # a delivery's state after a change (with the attempt that made it, if any)
+    EXPUNGE = "x"  # an event's payload deleted
+    BODY = "b"
+    ATTEMPT = "a"
+
+
 # Templates the Lua scripts append an id to.
 LUA_KEYS = {
     "endpoint": PREFIX + "endpoint:",
@@ -215,6 +235,7 @@ LUA_KEYS = {
     "wakeup": PREFIX + "wakeup:",
     "idem": PREFIX + "idem:",
     "limit": PREFIX + "limit:",
+    "outbox": LOG_OUTBOX,
 }
 
 

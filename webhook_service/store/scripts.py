@@ -1,5 +1,6 @@
 """The Lua scripts, each loaded once with a preamble from ``keys.py``: the key table (``K``),
-the operational event types (``OPS_TYPES``) and the values no index holds (``UNINDEXED``)."""
+the operational event types (``OPS_TYPES``), the values no index holds (``UNINDEXED``) and
+the log outbox's field names (``LOG``)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,11 @@ def _unindexed() -> str:
     )
 
 
+def _outbox_fields() -> str:
+    """keys.OutboxField as Lua: {event = "e", ...}."""
+    return ", ".join(f"{f.name.lower()} = {_lua_string(f.value)}" for f in keys.OutboxField)
+
+
 @cache
 def source(name: str) -> str:
     folder = files("webhook_service.store") / "lua"
@@ -53,6 +59,7 @@ def source(name: str) -> str:
             f"local K = {{{table}}}",
             f"local OPS_TYPES = {{{ops}}}",
             f"local UNINDEXED = {{{_unindexed()}}}",
+            f"local LOG = {{{_outbox_fields()}}}",
             (folder / "common.lua").read_text(),
             (folder / f"{name}.lua").read_text(),
         )

@@ -26,8 +26,9 @@ def _code(file: str) -> str:
 
 
 def _preamble(name: str) -> str:
-    """The key table line, the operational event types line, the unindexed values line."""
-    return "\n".join(source(name).split("\n", 3)[:3])
+    """The key table line, the operational event types line, the unindexed values line,
+    the log outbox's fields line."""
+    return "\n".join(source(name).split("\n", 4)[:4])
 
 
 def test_every_script_name_has_a_file_and_every_file_is_used() -> None:
@@ -52,6 +53,13 @@ def test_each_source_is_preamble_then_common_then_the_script(name: str) -> None:
     common = (LUA_DIR / "common.lua").read_text()
     own = (LUA_DIR / f"{name}.lua").read_text()
     assert text == "\n".join((_preamble(name), common, own))
+
+
+def test_the_preamble_names_the_outbox_fields_as_keys_spells_them() -> None:
+    line = _preamble("record").split("\n")[3]
+    assert line.startswith("local LOG = {")
+    fields = dict(re.findall(r'(\w+) = "([^"]*)"', line))
+    assert fields == {f.name.lower(): f.value for f in keys.OutboxField}
 
 
 def test_the_preamble_names_exactly_the_operational_event_types() -> None:

@@ -157,11 +157,41 @@ local function note_attempt(id, ep, attempts, status, code, err, attempt_json, n
   end
 end
 
+-- The delivery log's outbox (webhook_service/history/records.py reads it back): every
+-- state change appends the record the SQL log needs in the same atomic step, so the log
+-- misses nothing that happened and holds nothing that did not. An entry's kind field holds
+-- the record as JSON; the bytes it is about (a body, an attempt) ride beside it unescaped.
+local function opt_number(v)
+  if v then return tonumber(v) end
+end
+
+-- A delivery's state after a change, with the attempt that made it, if one did.
+local function log_state(id, attempt_json)
+  local d = redis.call('HMGET', K.delivery .. id, 'status', 'attempts', 'updated', 'next_at',
+    'code', 'error', 'class')
+  local rec = {d = id, s = d[1], n = tonumber(d[2]), u = tonumber(d[3]),
+    c = opt_number(d[5]), e = d[6] or nil, k = d[7] or nil}
+  if d[1] == 'pending' then rec.na = opt_number(d[4]) end
+  if attempt_json then
+    redis.call('XADD', K.outbox, '*', LOG.state, cjson.encode(rec), LOG.attempt, attempt_json)
+  else
+    redis.call('XADD', K.outbox, '*', LOG.state, cjson.encode(rec))
+  end
+end
+
+-- New deliveries, as {id, endpoint, status} rows for an event or a replay record.
+local function delivery_rows(ids, endpoints, statuses)
+  local rows = {}
+  for i, id in ipairs(ids) do rows[i] = {id, endpoints[i], statuses[i]} end
+  return rows
+end
+
 -- A delivery that ends without an attempt (its endpoint or its payload is gone).
 local function fail_unsent(id, why, now)
   redis.call('HSET', K.delivery .. id, 'status', 'failed', 'error', why, 'updated', now)
   move_status(id, 'pending', 'failed')
   redis.call('ZREM', K.due, id)
+  log_state(id)
 end
 
 -- An endpoint's event_types field: '' means every type, otherwise a JSON list.
@@ -215,19 +245,25 @@ local function create_delivery(now, part, event_id, ep, etype, budget, due_at)
   return id, status
 end
 
--- Write one event and one delivery per endpoint, with their indexes. A disabled endpoint's
--- delivery is kept in status 'disabled' (recover re-sends it later); the others are due at
--- due_at, the safety net that re-wakes them if the API's wake-up is lost.
+-- Write one event and one delivery per endpoint, with their indexes and their log record.
+-- A disabled endpoint's delivery is kept in status 'disabled' (recover re-sends it later);
+-- the others are due at due_at, the safety net that re-wakes them if the API's wake-up is
+-- lost. idem: the producer's idempotency key, or '' for none.
 -- Returns every delivery id and the pending ones.
-local function create_event(now, event_id, etype, body, key_id, endpoints, budget, due_at)
+local function create_event(now, event_id, etype, body, key_id, idem, endpoints, budget, due_at)
   local event_part = string.sub(event_id, 5)
-  local ids, pending, tails = {}, {}, {}
+  local ids, pending, tails, statuses = {}, {}, {}, {}
   for i, ep in ipairs(endpoints) do
     local id, status = create_delivery(now, event_part, event_id, ep, etype, budget, due_at)
     ids[i] = id
     tails[i] = string.sub(id, 31)
+    statuses[i] = status
     if status == 'pending' then pending[#pending + 1] = id end
   end
+  local rec = {id = event_id, type = etype, t = now, key = key_id,
+    dlv = delivery_rows(ids, endpoints, statuses)}
+  if idem ~= '' then rec.idem = idem end
+  redis.call('XADD', K.outbox, '*', LOG.event, cjson.encode(rec), LOG.body, body)
   redis.call('HSET', K.event .. event_id, 'type', etype, 'body', body, 'key', key_id, 'dlvs',
     table.concat(tails, ','))
   if now ~= id_time(event_id) then redis.call('HSET', K.event .. event_id, 'created', now) end
@@ -279,7 +315,8 @@ local function emit_ops(ctx, etype, data)
   local event_id = table.remove(ctx.ids, 1)
   local body = cjson.encode({type = etype, timestamp = ctx.iso, data = data})
   local endpoints = redis.call('SMEMBERS', K.sub_ops)
-  create_event(ctx.now, event_id, etype, body, 'system', endpoints, ctx.budget, ctx.now)
+  create_event(ctx.now, event_id, etype, body, 'system', '', endpoints, ctx.budget,
+    ctx.now)
   return event_id
 end
 
@@ -346,6 +383,7 @@ local function lease_one(id, now, token, lease_ms, max_in_flight)
       move_status(id, 'pending', 'disabled')
       redis.call('ZREM', K.due, id)
       redis.call('ZREM', K.parked .. ep_id, id)
+      log_state(id)
       return {id, 'disabled'}
     elseif redis.call('ZCARD', inflight) >= max_in_flight then
       -- Wait for a slot: the send that frees one wakes the longest-parked delivery. The due

@@ -5,5 +5,9 @@
 local key = K.event .. ARGV[1]
 local ev = redis.call('HMGET', key, 'type', 'key')
 if not ev[1] or (ARGV[3] ~= '' and ev[2] ~= ARGV[3]) then return 0 end
-if redis.call('HDEL', key, 'body') == 1 then redis.call('HSET', key, 'expunged', ARGV[2]) end
+if redis.call('HDEL', key, 'body') == 1 then
+  redis.call('HSET', key, 'expunged', ARGV[2])
+  redis.call('XADD', K.outbox, '*', LOG.expunge,
+    cjson.encode({ev = ARGV[1], t = tonumber(ARGV[2])}))
+end
 return 1

@@ -2,7 +2,8 @@
 -- endpoint, their indexes and due entries, and the idempotency record, or nothing.
 -- ARGV: now_ms, event_id, type, body, key_id, idem_key ('' = none), idem_hash,
 --       idem_ttl_s, idem_state ('done' | 'in_flight'), idem_until_ms, budget, grace_ms,
---       wake_queue ('' = the API wakes workers itself, if at all), wake_template, wake_batch
+--       wake_queue ('' = the API wakes workers itself, if at all), wake_template, wake_batch,
+--       idempotency key as the producer sent it ('' = none: for the log)
 local now = tonumber(ARGV[1])
 local event_id, etype, body, key_id = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local idem_key = ARGV[6]
@@ -25,7 +26,8 @@ end
 
 local budget, due_at = tonumber(ARGV[11]), now + tonumber(ARGV[12])
 local endpoints = redis.call('SUNION', K.sub_type .. etype, K.sub_all)
-local ids, pending = create_event(now, event_id, etype, body, key_id, endpoints, budget, due_at)
+local ids, pending = create_event(now, event_id, etype, body, key_id, ARGV[16], endpoints,
+  budget, due_at)
 redis.call('HINCRBY', K.metrics, 'events_accepted', 1)
 if ARGV[13] ~= '' then
   push_wakeups(ARGV[13], ARGV[14], tonumber(ARGV[15]), event_id, pending)

@@ -106,6 +106,7 @@ redis.call('HSET', key, unpack(set))
 redis.call('HDEL', key, unpack(dead))
 note_attempt(id, ep, attempts, status, code, err, ARGV[4], now)
 move_status(id, 'pending', status)
+log_state(id, ARGV[4])
 if parked[1] and next_token ~= '' then
   return {status, attempts,
     lease_one(parked[1], now, next_token, tonumber(ARGV[17]), tonumber(ARGV[18]))}

@@ -36,15 +36,18 @@ elseif OPS_TYPES[ev[1]] then
 else
   endpoints = redis.call('SUNION', K.sub_type .. ev[1], K.sub_all)
 end
-local ids, pending = {}, {}
+local ids, pending, statuses = {}, {}, {}
 for i, ep in ipairs(endpoints) do
   local id, status = create_delivery(now, part, event_id, ep, ev[1], budget, due_at)
   ids[i] = id
+  statuses[i] = status
   if status == 'pending' then pending[#pending + 1] = id end
 end
 if #ids > 0 then
   local all = table.concat(ids, ',')
   if ev[3] and ev[3] ~= '' then all = ev[3] .. ',' .. all end
   redis.call('HSET', ekey, 'dlvs', all)
+  redis.call('XADD', K.outbox, '*', LOG.replay, cjson.encode({ev = event_id, type = ev[1],
+    t = now, dlv = delivery_rows(ids, endpoints, statuses)}))
 end
 return {'ok', ids, pending}

@@ -17,6 +17,7 @@ for i = 3, #ARGV do
       'updated', now)
     move_status(id, d[1], 'pending')
     redis.call('ZADD', K.due, now + grace, id)
+    log_state(id)
     out[#out + 1] = 'ok'
   end
 end

@@ -1,0 +1,110 @@
+"""The log's database: SQLite in the data dir unless ``WEBHOOK_LOG_URL`` names PostgreSQL.
+
+The shipper writes with a sync engine (it runs in a thread of the scheduler, or of the
+tick); the API reads with an async one. PostgreSQL goes through psycopg 3, one driver for
+both; SQLite through the standard sqlite3 module and aiosqlite.
+
+SQLite runs in WAL mode, so readers never block the one writer (the shipper) and it never
+blocks them; ``synchronous=FULL`` because the shipper trims the outbox once a batch is
+committed, and a commit lost to a power cut would then be lost for good.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from webhook_service.config import Settings
+
+SQLITE_FILE = "log.sqlite3"
+# How long a SQLite connection waits for the write lock (another process migrating).
+_SQLITE_BUSY_MS = 5000
+
+
+class LogUnconfigured(ValueError):
+    """WEBHOOK_LOG_URL names a database we do not run on."""
+
+
+def log_url(settings: Settings) -> sa.URL:
+    """The URL of the log, without a driver: ``sqlite`` or ``postgresql``."""
+    if settings.log_url is None:
+        return make_url(f"sqlite:///{(settings.data_dir / SQLITE_FILE).resolve()}")
+    url = make_url(settings.log_url.get_secret_value())
+    backend = url.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise LogUnconfigured(
+            f"WEBHOOK_LOG_URL must be sqlite:///<file> or postgresql://…, not {backend}://"
+        )
+    return url.set(drivername=backend)
+
+
+def _driver(url: sa.URL, *, sync: bool) -> sa.URL:
+    if url.get_backend_name() == "postgresql":
+        return url.set(drivername="postgresql+psycopg")
+    return url.set(drivername="sqlite+pysqlite" if sync else "sqlite+aiosqlite")
+
+
+def _connect_args(url: sa.URL, timeout: float) -> dict[str, Any]:
+    if url.get_backend_name() == "postgresql":
+        # Every wait bounded: the connection, and each statement on the server.
+        return {
+            "connect_timeout": max(1, int(timeout)),
+            "options": f"-c statement_timeout={int(timeout * 1000)}",
+        }
+    return {"timeout": _SQLITE_BUSY_MS / 1000}
+
+
+def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_MS}")
+    cursor.close()
+
+
+def _prepare(url: sa.URL) -> None:
+    if url.get_backend_name() == "sqlite" and url.database:
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+
+
+def sync_engine(settings: Settings) -> sa.Engine:
+    url = log_url(settings)
+    _prepare(url)
+    engine = sa.create_engine(
+        _driver(url, sync=True),
+        connect_args=_connect_args(url, settings.log_timeout),
+        pool_pre_ping=True,
+    )
+    if url.get_backend_name() == "sqlite":
+        sa.event.listen(engine, "connect", _on_sqlite_connect)
+    return engine
+
+
+def async_engine(settings: Settings) -> AsyncEngine:
+    url = log_url(settings)
+    _prepare(url)
+    engine = create_async_engine(
+        _driver(url, sync=False),
+        connect_args=_connect_args(url, settings.log_timeout),
+        pool_pre_ping=True,
+        pool_timeout=settings.log_timeout,
+    )
+    if url.get_backend_name() == "sqlite":
+        sa.event.listen(engine.sync_engine, "connect", _on_sqlite_connect)
+    return engine
+
+
+def upgrade(engine: sa.Engine) -> None:
+    """Bring the log's schema up to this release's (the migrations in ``migrations/``)."""
+    config = Config()
+    config.set_main_option("script_location", str(files("webhook_service.history") / "migrations"))
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")

@@ -1,0 +1,71 @@
+"""The delivery log: events, deliveries, attempts.
+
+Revision ID: 0001
+Revises:
+Create Date: 2026-12-01
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0001"
+down_revision = None
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "events",
+        sa.Column("id", sa.Text, nullable=False),
+        sa.Column("created_ms", sa.BigInteger, nullable=False),
+        sa.Column("type", sa.Text, nullable=False),
+        sa.Column("key_id", sa.Text, nullable=False),
+        sa.Column("idempotency_key", sa.Text),
+        sa.Column("body", sa.Text),
+        sa.Column("expunged_ms", sa.BigInteger),
+        sa.PrimaryKeyConstraint("id", "created_ms"),
+    )
+    op.create_index("events_by_type", "events", ["type", "id"])
+    op.create_index("events_by_key", "events", ["key_id", "id"])
+    op.create_table(
+        "deliveries",
+        sa.Column("id", sa.Text, nullable=False),
+        sa.Column("created_ms", sa.BigInteger, nullable=False),
+        sa.Column("event_id", sa.Text, nullable=False),
+        sa.Column("endpoint_id", sa.Text, nullable=False),
+        sa.Column("event_type", sa.Text, nullable=False),
+        sa.Column("status", sa.Text, nullable=False),
+        sa.Column("attempts", sa.Integer, nullable=False),
+        sa.Column("updated_ms", sa.BigInteger, nullable=False),
+        sa.Column("next_at_ms", sa.BigInteger),
+        sa.Column("last_code", sa.Integer),
+        sa.Column("last_error", sa.Text),
+        sa.Column("last_class", sa.Text),
+        sa.Column("log_seq", sa.BigInteger, nullable=False),
+        sa.PrimaryKeyConstraint("id", "created_ms"),
+    )
+    # One per filter the history offers, newest first by id within it.
+    for name, columns in (
+        ("deliveries_by_event", ["event_id", "id"]),
+        ("deliveries_by_endpoint", ["endpoint_id", "id"]),
+        ("deliveries_by_endpoint_status", ["endpoint_id", "status", "id"]),
+        ("deliveries_by_status", ["status", "id"]),
+        ("deliveries_by_type", ["event_type", "id"]),
+        ("deliveries_by_class", ["last_class", "id"]),
+        ("deliveries_by_attempts", ["attempts", "id"]),
+    ):
+        op.create_index(name, "deliveries", columns)
+    op.create_table(
+        "attempts",
+        sa.Column("delivery_id", sa.Text, nullable=False),
+        sa.Column("number", sa.Integer, nullable=False),
+        sa.Column("created_ms", sa.BigInteger, nullable=False),
+        sa.Column("duration_ms", sa.Integer, nullable=False),
+        sa.Column("status_code", sa.Integer),
+        sa.Column("error", sa.Text),
+        sa.Column("response_body", sa.Text, nullable=False),
+        sa.Column("request_headers", sa.JSON, nullable=False),
+        sa.Column("response_headers", sa.JSON, nullable=False),
+        sa.PrimaryKeyConstraint("delivery_id", "number", "created_ms"),
+    )

@@ -1,0 +1,135 @@
+"""The shipper: moves the log outbox (a Redis stream) into SQL, a batch at a time.
+
+One pass reads the oldest records, writes them in one transaction (``writer.write``: a batch
+written twice changes nothing), then trims the stream up to the last record it committed.
+A shipper killed between the commit and the trim ships the same batch again; two at once
+write the same rows twice, to no effect. Only the holder of a Redis lock ships, so that
+normally one does (the scheduler process's shipper; in tick mode, the tick). While SQL is
+away the outbox grows, delivery goes on, and the pass is tried again with a backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import cast
+
+import redis
+import sqlalchemy as sa
+from redis.lock import Lock
+
+from webhook_service.config import Settings
+from webhook_service.history import records, writer
+from webhook_service.log_window import LineWindow
+from webhook_service.store import keys
+from webhook_service.store.refusals import Backoff, refused
+
+log = logging.getLogger(__name__)
+
+# The lock outlasts a slow batch: a standby takes over this long after a shipper dies.
+LOCK_SECONDS = 10.0
+_lines = LineWindow()
+
+
+def _after(entry_id: str) -> str:
+    """The smallest stream id above ``entry_id``: XTRIM MINID keeps it and what follows."""
+    ms, _, n = entry_id.partition("-")
+    return f"{ms}-{int(n) + 1}"
+
+
+class Shipper:
+    def __init__(self, client: redis.Redis, engine: sa.Engine, settings: Settings) -> None:
+        self._client = client
+        self._engine = engine
+        self.batch_size = settings.log_batch_size
+        self._interval = settings.log_ship_interval
+        self._lock: Lock = client.lock(keys.SHIPPER_LOCK, timeout=LOCK_SECONDS, blocking=False)
+        self._held = False
+
+    def _hold_lock(self) -> bool:
+        if self._held:
+            try:
+                self._lock.reacquire()
+                return True
+            except redis.exceptions.LockError:
+                self._held = False
+        self._held = bool(self._lock.acquire(blocking=False))
+        return self._held
+
+    def ship_once(self) -> int:
+        """One batch, if this shipper holds the lock: how many records it committed."""
+        if not self._hold_lock():
+            return 0
+        return self.ship_batch()
+
+    def ship_batch(self) -> int:
+        """One batch, lock or not (a replay is harmless): the records committed."""
+        entries = cast(
+            list[tuple[str, dict[str, str]]],
+            self._client.xrange(keys.LOG_OUTBOX, "-", "+", count=self.batch_size),
+        )
+        if not entries:
+            return 0
+        batch = records.parse_all(entries)
+        with self._engine.begin() as conn:
+            writer.write(conn, batch)
+        self._client.xtrim(keys.LOG_OUTBOX, minid=_after(entries[-1][0]), approximate=False)
+        return len(entries)
+
+    def run(self, stop: threading.Event) -> None:
+        log.info("log shipper running")
+        backoff = Backoff()
+        while not stop.is_set():
+            try:
+                shipped = self.ship_once()
+            except redis.exceptions.RedisError as exc:
+                if not refused(exc, "shipping the delivery log"):
+                    log.warning("store error; the shipper retries", exc_info=True)
+                self._held = False
+                stop.wait(max(self._interval, backoff.next()))
+                continue
+            except sa.exc.SQLAlchemyError as exc:
+                self.sql_trouble(exc)
+                stop.wait(max(self._interval, backoff.next()))
+                continue
+            backoff.reset()
+            # A full batch means more is waiting: go again at once.
+            if shipped < self.batch_size:
+                stop.wait(self._interval)
+        if self._held:
+            try:
+                self._lock.release()
+            except redis.exceptions.RedisError:
+                log.info("shipper lock not released; it expires by itself")
+        log.info("log shipper stopped")
+
+    @staticmethod
+    def sql_trouble(exc: sa.exc.SQLAlchemyError) -> None:
+        left_out = _lines.admit(type(exc).__name__)
+        if left_out is None:
+            return
+        more = f"; {left_out} more since the last such line" if left_out else ""
+        log.warning(
+            "the delivery log's database refused a batch (%s: %s); the outbox keeps it and "
+            "delivery goes on%s",
+            type(exc).__name__,
+            str(exc).splitlines()[0][:200],
+            more,
+        )
+
+
+def start_thread(shipper: Shipper, stop: threading.Event) -> threading.Thread:
+    thread = threading.Thread(target=shipper.run, args=(stop,), name="log-shipper", daemon=True)
+    thread.start()
+    return thread
+
+
+def wait_shipped(client: redis.Redis, timeout: float = 10.0) -> bool:
+    """Whether the outbox emptied within ``timeout`` seconds (tests and `migrate`)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if client.xlen(keys.LOG_OUTBOX) == 0:
+            return True
+        time.sleep(0.05)
+    return False
