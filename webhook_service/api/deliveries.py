@@ -8,8 +8,8 @@ from webhook_service.api.context import services
 from webhook_service.api.models import attempt_json, delivery_json
 from webhook_service.api.pagination import page_params, query_problem
 from webhook_service.api.problems import ProblemError
-from webhook_service.store.deliveries import STATUSES
 from webhook_service.store.history import STATUS_CLASSES, DeliveryFilter, list_deliveries
+from webhook_service.store.states import STATUSES
 from webhook_service.timeutil import now_ms, parse_instant
 
 routes = web.RouteTableDef()

@@ -14,8 +14,9 @@ from typing import Any, cast
 
 import orjson
 
-from webhook_service.store.deliveries import STATUSES, Attempt, Status
+from webhook_service.store.deliveries import Attempt
 from webhook_service.store.keys import OutboxField
+from webhook_service.store.states import FINAL_STATUSES, STATUSES, Status
 
 # A stream id is "<ms>-<n>": as one integer, ms * _SEQ_SPAN + n (n stays far below it).
 _SEQ_SPAN = 1_000_000
@@ -151,3 +152,19 @@ def parse(entry: Entry) -> Record:
 
 def parse_all(entries: Sequence[Entry]) -> list[Record]:
     return [parse(entry) for entry in entries]
+
+
+def finished(batch: Sequence[Record]) -> list[str]:
+    """What a batch saw finish, which may leave Redis once the batch is committed: each
+    delivery that became final (made disabled, or ended), and each event that fanned out to
+    no endpoint (an event with deliveries leaves with the last of them)."""
+    names: list[str] = []
+    for record in batch:
+        if isinstance(record, StateLogged):
+            if record.status in FINAL_STATUSES:
+                names.append(record.delivery_id)
+        elif isinstance(record, EventLogged | ReplayLogged):
+            names += (d.id for d in record.deliveries if d.status in FINAL_STATUSES)
+            if isinstance(record, EventLogged) and not record.deliveries:
+                names.append(record.id)
+    return names

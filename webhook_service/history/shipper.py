@@ -3,9 +3,11 @@
 One pass reads the oldest records, writes them in one transaction (``writer.write``: a batch
 written twice changes nothing), then trims the stream up to the last record it committed.
 A shipper killed between the commit and the trim ships the same batch again; two at once
-write the same rows twice, to no effect. Only the holder of a Redis lock ships, so that
-normally one does (the scheduler process's shipper; in tick mode, the tick). While SQL is
-away the outbox grows, delivery goes on, and the pass is tried again with a backoff.
+write the same rows twice, to no effect. Then what finished in the batch is named for
+release from Redis (``store/release.py``): the log holds it now. Only the holder of a Redis
+lock ships, so that normally one does (the scheduler process's shipper; in tick mode, the
+tick). While SQL is away the outbox grows, delivery goes on, and the pass is tried again
+with a backoff.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from typing import cast
 
 import redis
@@ -24,6 +27,9 @@ from webhook_service.history import records, writer
 from webhook_service.log_window import LineWindow
 from webhook_service.store import keys
 from webhook_service.store.refusals import Backoff, refused
+from webhook_service.store.release import Released, release
+from webhook_service.store.scripts import Scripts
+from webhook_service.timeutil import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +48,9 @@ class Shipper:
     def __init__(self, client: redis.Redis, engine: sa.Engine, settings: Settings) -> None:
         self._client = client
         self._engine = engine
+        self._scripts = Scripts(client)
         self.batch_size = settings.log_batch_size
+        self._hot_ms = int(settings.hot_seconds * 1000)
         self._interval = settings.log_ship_interval
         self._lock: Lock = client.lock(keys.SHIPPER_LOCK, timeout=LOCK_SECONDS, blocking=False)
         self._held = False
@@ -61,7 +69,10 @@ class Shipper:
         """One batch, if this shipper holds the lock: how many records it committed."""
         if not self._hold_lock():
             return 0
-        return self.ship_batch()
+        shipped = self.ship_batch()
+        if not shipped:
+            self.release()
+        return shipped
 
     def ship_batch(self) -> int:
         """One batch, lock or not (a replay is harmless): the records committed."""
@@ -75,7 +86,13 @@ class Shipper:
         with self._engine.begin() as conn:
             writer.write(conn, batch)
         self._client.xtrim(keys.LOG_OUTBOX, minid=_after(entries[-1][0]), approximate=False)
+        self.release(records.finished(batch))
         return len(entries)
+
+    def release(self, finished: Sequence[str] = ()) -> Released:
+        """What finished in a committed batch may leave Redis (after the hot window), and
+        what finished earlier and whose window has passed leaves now."""
+        return release(self._scripts, now_ms(), self._hot_ms, 2 * self.batch_size, finished)
 
     def run(self, stop: threading.Event) -> None:
         log.info("log shipper running")

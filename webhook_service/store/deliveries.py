@@ -12,10 +12,8 @@ from redis.asyncio import Redis
 from webhook_service.ids import delivery_event, delivery_tail, id_time_ms, new_id, tail_endpoint
 from webhook_service.store import keys
 from webhook_service.store.scripts import Scripts
+from webhook_service.store.states import Status
 from webhook_service.timeutil import iso
-
-Status = Literal["pending", "succeeded", "failed", "disabled"]
-STATUSES: tuple[Status, ...] = ("pending", "succeeded", "failed", "disabled")
 
 
 @dataclass(frozen=True)
@@ -205,8 +203,7 @@ class DeliveryStore:
                 -1 if delay_ms is None else delay_ms,
                 "" if attempt.status_code is None else attempt.status_code,
                 attempt.error or "",
-                health.disable_after_ms, iso(now_ms), health.ops_budget, *ops_ids,
-                keys.ATTEMPT_FIELD_MAX, *taking,
+                health.disable_after_ms, iso(now_ms), health.ops_budget, *ops_ids, *taking,
             ],
         )  # fmt: skip
         if reply[0] == "stale":

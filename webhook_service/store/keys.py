@@ -29,31 +29,18 @@ rate:{ep}                  str    the endpoint's rate limiter state (GCRA arriva
 event:{msg}                hash   type, created (ms) (**), body (the exact bytes we sign),
                                   key (producer key id), dlvs (delivery ids, comma list;
                                   one starting with the event's body as its tail only,
-                                  ids.event_deliveries),
+                                  ids.event_deliveries), live (how many of them Redis
+                                  still holds: the event leaves with the last, release.lua),
                                   expunged (ms the body was deleted, then no body)
 delivery:{dlv}             hash   event (**), endpoint (**), type (**), status, attempts,
                                   budget, next_at, created (**), updated, code, error,
                                   lease, lease_until,
-                                  class (of the last attempt: 2xx..5xx, timeout, network),
-                                  a{n}: attempt n as JSON, if no longer than
-                                  ATTEMPT_FIELD_MAX. Nothing dead is kept: code and error
+                                  class (of the last attempt: 2xx..5xx, timeout, network).
+                                  Only while it is in flight, and WEBHOOK_HOT_SECONDS
+                                  after it finished (then the log alone holds it, with
+                                  its attempts). Nothing dead is kept: code and error
                                   only when not empty, lease and lease_until only while
                                   leased, next_at and budget only until it is finished
-delivery:{dlv}:attempts    list   the attempts too long for the hash (a response body of
-                                  more than a few bytes), as JSON, in order; most
-                                  deliveries have none
-idx:events                 zset   every event id (score 0)
-idx:dlv                    zset   every delivery id (score 0)
-idx:dlv:ep:{ep}            zset   deliveries of one endpoint
-idx:dlv:status:{status}    zset   deliveries in one status (*)
-idx:dlv:type:{type}        zset   deliveries of one event type
-idx:dlv:eps:{ep}:{status}  zset   deliveries of one endpoint in one status (*)
-idx:dlv:class:{class}      zset   deliveries whose last attempt is of one class (*)
-idx:dlv:epc:{ep}:{class}   zset   the same, for one endpoint (*)
-idx:dlv:att:{n}            zset   deliveries with n attempts made (*)
-idx:dlv:attcounts          set    every n some idx:dlv:att:{n} was made for
-idx:events:type:{type}     zset   events of one type
-idx:events:key:{key}       zset   events sent with one producer key
 metrics                    hash   cluster-wide counters and histogram buckets, see
                                   store/telemetry.py
 stats:ep:{ep}              hash   last_success, last_failure (ms), last_failure_code,
@@ -71,7 +58,8 @@ due                        zset   delivery id scored by the ms it next needs a w
 wakeup:{queue}             hash   the newest wake-up the ingest script queued there: task
                                   (its id), ids, count; lets the next event join it while
                                   it waits (lua/common.lua push_wakeups)
-idem:{key}:{idempotency}   hash   state, hash, event, until; expires with the window
+idem:{key}:{idempotency}   hash   state, hash, event, until, fanout (the event's delivery
+                                  count, for the replayed answer); expires with the window
 lock:scheduler             str    the token of the scheduler that may act
 lock:tick                  str    the token of the POST /v1/cron/tick run in progress
 job:{job}                  hash   a bulk retry or recovery: kind, filter, statuses, cursor,
@@ -82,6 +70,9 @@ log:outbox                 stream the delivery log's records not yet in SQL, in 
                                   the state changes made them (webhook_service/history/
                                   records.py): the shipper writes them to SQL, then trims
 lock:shipper               str    the token of the shipper that may ship the outbox
+log:release                zset   finished deliveries (and events that fanned out to no
+                                  one) whose log records are committed, scored by the ms
+                                  they may leave Redis (WEBHOOK_HOT_SECONDS on): release.lua
 limit:{name}               str    a generic rate limiter's state (GCRA arrival time), e.g.
                                   limit:apikey:{id} for a key's ingest limit
 apikey:{id}                hash   name, scopes (comma list), rate_limit, created, digest
@@ -146,6 +137,7 @@ API_KEY_PEPPER = PREFIX + "apikeys:pepper"
 DURABILITY_MARK = PREFIX + "durability:mark"
 SCHEMA = PREFIX + "schema"
 LOG_OUTBOX = PREFIX + "log:outbox"
+LOG_RELEASE = PREFIX + "log:release"
 SHIPPER_LOCK = PREFIX + "lock:shipper"
 
 # Values no index holds (see (*) above): a delivery that ends succeeded, with a 2xx last
@@ -236,6 +228,7 @@ LUA_KEYS = {
     "idem": PREFIX + "idem:",
     "limit": PREFIX + "limit:",
     "outbox": LOG_OUTBOX,
+    "release": LOG_RELEASE,
 }
 
 

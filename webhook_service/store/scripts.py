@@ -1,6 +1,6 @@
 """The Lua scripts, each loaded once with a preamble from ``keys.py``: the key table (``K``),
 the operational event types (``OPS_TYPES``), the values no index holds (``UNINDEXED``) and
-the log outbox's field names (``LOG``)."""
+the log outbox's field names (``LOG``) and the final delivery states (``FINAL``)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from redis.exceptions import NoScriptError
 
 from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
+from webhook_service.store.states import FINAL_STATUSES
 
 NAMES = (
     "ingest",
@@ -29,6 +30,7 @@ NAMES = (
     "replay",
     "expunge",
     "trim",
+    "release",
 )
 
 
@@ -49,6 +51,11 @@ def _outbox_fields() -> str:
     return ", ".join(f"{f.name.lower()} = {_lua_string(f.value)}" for f in keys.OutboxField)
 
 
+def _final() -> str:
+    """states.FINAL_STATUSES as Lua: {["failed"] = true, ...}."""
+    return ", ".join(f"[{_lua_string(s)}] = true" for s in sorted(FINAL_STATUSES))
+
+
 @cache
 def source(name: str) -> str:
     folder = files("webhook_service.store") / "lua"
@@ -60,6 +67,7 @@ def source(name: str) -> str:
             f"local OPS_TYPES = {{{ops}}}",
             f"local UNINDEXED = {{{_unindexed()}}}",
             f"local LOG = {{{_outbox_fields()}}}",
+            f"local FINAL = {{{_final()}}}",
             (folder / "common.lua").read_text(),
             (folder / f"{name}.lua").read_text(),
         )

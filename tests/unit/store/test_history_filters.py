@@ -8,8 +8,9 @@ import orjson
 
 from webhook_service.ids import id_bound
 from webhook_service.store import keys
-from webhook_service.store.deliveries import DeliveryRecord, Status
+from webhook_service.store.deliveries import DeliveryRecord
 from webhook_service.store.history import DeliveryFilter, EventFilter, EventSummary, TimeRange
+from webhook_service.store.states import Status
 
 
 def _record(

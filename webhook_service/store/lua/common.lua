@@ -60,29 +60,10 @@ local function event_deliveries(event_id, dlvs)
   return ids, entries
 end
 
--- Sparse indexes: the values most deliveries end with (scripts.py hands keys.py's list over
--- as UNINDEXED) get no entries; a query for one filters a broader index. kind is the
--- template of the index (K's field name); its per-endpoint twin follows it. Removing is
--- always done: ZREM of a missing member is harmless.
-local function indexed(kind, value)
-  return not UNINDEXED[kind][tostring(value)]
-end
-
--- A delivery's status with its indexes (also per endpoint, which answers "this endpoint's
--- failed deliveries" and its backlog without a scan); final ones count in the metrics.
-local FINAL = {succeeded = true, failed = true, disabled = true}
-local function move_status(id, old, new)
-  if old == new then return end
-  local ep = delivery_endpoint(id, redis.call('HGET', K.delivery .. id, 'endpoint'))
-  if old then
-    redis.call('ZREM', K.dlv_by_status .. old, id)
-    redis.call('ZREM', K.dlv_by_ep_status .. ep .. ':' .. old, id)
-  end
-  if indexed('dlv_by_status', new) then
-    redis.call('ZADD', K.dlv_by_status .. new, 0, id)
-    redis.call('ZADD', K.dlv_by_ep_status .. ep .. ':' .. new, 0, id)
-  end
-  if FINAL[new] then redis.call('HINCRBY', K.metrics, 'outcome:' .. new, 1) end
+-- Deliveries that became final (FINAL, from store/states.py) count in the metrics
+-- (store/telemetry.py outcome:{status}); one leaves Redis once the log has it (release.lua).
+local function count_outcome(status)
+  if FINAL[status] then redis.call('HINCRBY', K.metrics, 'outcome:' .. status, 1) end
 end
 
 -- What the last attempt got: '2xx'..'5xx' for an HTTP answer, else 'timeout' or 'network'.
@@ -108,26 +89,13 @@ local function count_window(key, ttl_s, fields)
   redis.call('EXPIRE', key, ttl_s)
 end
 
--- One recorded attempt in the history indexes (attempt count, last status class), the
--- cluster metrics, and the endpoint's per-minute and per-hour windows.
--- attempts: the count after this attempt; status: the delivery's status after it.
-local function note_attempt(id, ep, attempts, status, code, err, attempt_json, now)
+-- One recorded attempt: its class on the delivery (the log's last_class), the cluster
+-- metrics, and the endpoint's per-minute and per-hour windows.
+-- status: the delivery's status after it.
+local function note_attempt(id, ep, status, code, err, attempt_json, now)
   local key = K.delivery .. id
-  local d = redis.call('HMGET', key, 'class', 'created')
+  local created = redis.call('HGET', key, 'created')
   local class = status_class(code, err)
-  if d[1] and d[1] ~= class then
-    redis.call('ZREM', K.dlv_by_class .. d[1], id)
-    redis.call('ZREM', K.dlv_by_ep_class .. ep .. ':' .. d[1], id)
-  end
-  if indexed('dlv_by_class', class) then
-    redis.call('ZADD', K.dlv_by_class .. class, 0, id)
-    redis.call('ZADD', K.dlv_by_ep_class .. ep .. ':' .. class, 0, id)
-  end
-  redis.call('ZREM', K.dlv_by_attempts .. (attempts - 1), id)
-  if indexed('dlv_by_attempts', attempts) then
-    redis.call('ZADD', K.dlv_by_attempts .. attempts, 0, id)
-    redis.call('SADD', K.attempt_counts, attempts)
-  end
   redis.call('HSET', key, 'class', class)
 
   local ms = math.max(0, tonumber(cjson.decode(attempt_json).d) or 0)
@@ -137,7 +105,7 @@ local function note_attempt(id, ep, attempts, status, code, err, attempt_json, n
   redis.call('HINCRBY', K.metrics, 'duration_sum_ms', ms)
   local ok = class == '2xx'
   if ok then
-    local latency = math.max(0, now - delivery_created(id, d[2]))
+    local latency = math.max(0, now - delivery_created(id, created))
     redis.call('HINCRBY', K.metrics, 'latency:' .. log2_bucket(latency), 1)
     redis.call('HINCRBY', K.metrics, 'latency_sum_ms', latency)
   end
@@ -189,7 +157,7 @@ end
 -- A delivery that ends without an attempt (its endpoint or its payload is gone).
 local function fail_unsent(id, why, now)
   redis.call('HSET', K.delivery .. id, 'status', 'failed', 'error', why, 'updated', now)
-  move_status(id, 'pending', 'failed')
+  count_outcome('failed')
   redis.call('ZREM', K.due, id)
   log_state(id)
 end
@@ -212,7 +180,7 @@ local function subscribe(id, types_json)
   for _, k in ipairs(subscription_keys(types_json)) do redis.call('SADD', k, id) end
 end
 
--- One delivery of an event to an endpoint, with its indexes; returns its id and status.
+-- One delivery of an event to an endpoint; returns its id and status.
 -- The id is 'dlv_', part (the event's id body, or a replay's own, 26 characters), then
 -- the endpoint's tail: ids.delivery_id.
 local function create_delivery(now, part, event_id, ep, etype, budget, due_at)
@@ -233,19 +201,12 @@ local function create_delivery(now, part, event_id, ep, etype, budget, due_at)
     table.insert(fields, now)
   end
   redis.call('HSET', K.delivery .. id, unpack(fields))
-  redis.call('ZADD', K.dlv_index, 0, id)
-  redis.call('ZADD', K.dlv_by_endpoint .. ep, 0, id)
-  redis.call('ZADD', K.dlv_by_type .. etype, 0, id)
-  if indexed('dlv_by_attempts', 0) then
-    redis.call('ZADD', K.dlv_by_attempts .. 0, 0, id)
-    redis.call('SADD', K.attempt_counts, 0)
-  end
-  move_status(id, nil, status)
+  count_outcome(status)
   if status == 'pending' then redis.call('ZADD', K.due, due_at, id) end
   return id, status
 end
 
--- Write one event and one delivery per endpoint, with their indexes and their log record.
+-- Write one event and one delivery per endpoint, and their log record.
 -- A disabled endpoint's delivery is kept in status 'disabled' (recover re-sends it later);
 -- the others are due at due_at, the safety net that re-wakes them if the API's wake-up is
 -- lost. idem: the producer's idempotency key, or '' for none.
@@ -265,11 +226,8 @@ local function create_event(now, event_id, etype, body, key_id, idem, endpoints,
   if idem ~= '' then rec.idem = idem end
   redis.call('XADD', K.outbox, '*', LOG.event, cjson.encode(rec), LOG.body, body)
   redis.call('HSET', K.event .. event_id, 'type', etype, 'body', body, 'key', key_id, 'dlvs',
-    table.concat(tails, ','))
+    table.concat(tails, ','), 'live', #ids)
   if now ~= id_time(event_id) then redis.call('HSET', K.event .. event_id, 'created', now) end
-  redis.call('ZADD', K.events_index, 0, event_id)
-  redis.call('ZADD', K.events_by_type .. etype, 0, event_id)
-  redis.call('ZADD', K.events_by_key .. key_id, 0, event_id)
   return ids, pending
 end
 
@@ -380,7 +338,7 @@ local function lease_one(id, now, token, lease_ms, max_in_flight)
       return {id, 'failed'}
     elseif ep[3] == '1' then
       redis.call('HSET', key, 'status', 'disabled', 'updated', now)
-      move_status(id, 'pending', 'disabled')
+      count_outcome('disabled')
       redis.call('ZREM', K.due, id)
       redis.call('ZREM', K.parked .. ep_id, id)
       log_state(id)

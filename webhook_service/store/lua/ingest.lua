@@ -1,5 +1,5 @@
 -- Accept one event: check its idempotency key, write the event, one delivery per matching
--- endpoint, their indexes and due entries, and the idempotency record, or nothing.
+-- endpoint, their due entries and log record, and the idempotency record, or nothing.
 -- ARGV: now_ms, event_id, type, body, key_id, idem_key ('' = none), idem_hash,
 --       idem_ttl_s, idem_state ('done' | 'in_flight'), idem_until_ms, budget, grace_ms,
 --       wake_queue ('' = the API wakes workers itself, if at all), wake_template, wake_batch,
@@ -9,18 +9,13 @@ local event_id, etype, body, key_id = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local idem_key = ARGV[6]
 
 if idem_key ~= '' then
-  local rec = redis.call('HMGET', idem_key, 'hash', 'state', 'event', 'until')
+  local rec = redis.call('HMGET', idem_key, 'hash', 'state', 'event', 'until', 'fanout')
   if rec[1] then
     if rec[1] ~= ARGV[7] then return {'mismatch'} end
     if rec[2] == 'in_flight' and tonumber(rec[4]) > now then return {'in_flight'} end
-    local ev = redis.call('HMGET', K.event .. rec[3], 'type', 'created', 'dlvs')
-    local count = 0
-    if ev[3] and ev[3] ~= '' then
-      local _, commas = string.gsub(ev[3], ',', '')
-      count = commas + 1
-    end
-    local created = ev[2] or (ev[1] and id_time(rec[3])) or 0
-    return {'replay', rec[3], ev[1] or etype, created, count}
+    -- The event may have left Redis for the log by now: the record holds the answer. Its
+    -- type is this request's (the same body, by the fingerprint), its time the id's.
+    return {'replay', rec[3], etype, id_time(rec[3]), tonumber(rec[5])}
   end
 end
 
@@ -35,7 +30,7 @@ end
 
 if idem_key ~= '' then
   redis.call('HSET', idem_key, 'hash', ARGV[7], 'state', ARGV[9], 'event', event_id,
-    'until', ARGV[10])
+    'until', ARGV[10], 'fanout', #ids)
   redis.call('EXPIRE', idem_key, ARGV[8])
 end
 return {'created', ids, pending}

@@ -3,12 +3,11 @@
 -- took over. Also frees the endpoint's in-flight slot and keeps the endpoint's health:
 -- a success clears its failing streak; an exhausted delivery after `disable_after_ms` of
 -- failing, or a 410, disables it. Health changes become operational events.
--- The attempt goes into the delivery's hash, as field a{n}, when it is at most
--- attempt_field_max bytes (keys.ATTEMPT_FIELD_MAX: longer, it would cost the hash its
--- compact encoding); a longer one goes to the delivery's overflow list.
+-- The attempt itself goes only to the log outbox (log_state): Redis keeps the delivery's
+-- state, the log keeps its history.
 -- ARGV: now_ms, token, id, attempt_json, outcome ('ok'|'fail'|'gone'),
 --       delay_ms (-1 = no more tries), code ('' = none), error ('' = none),
---       disable_after_ms, now_iso, ops_budget, ops event ids (3), attempt_field_max,
+--       disable_after_ms, now_iso, ops_budget, ops event ids (3),
 --       next_token ('' = leave a parked delivery to the scheduler), lease_ms, max_in_flight
 local now, token, id = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local key = K.delivery .. id
@@ -19,18 +18,13 @@ local ep, event_id = delivery_endpoint(id, d[5]), delivery_event(id, d[7])
 local etype = delivery_type(id, d[6], d[7])
 local outcome, delay, code, err = ARGV[5], tonumber(ARGV[6]), ARGV[7], ARGV[8]
 local attempts = tonumber(d[3]) + 1
-if #ARGV[4] <= tonumber(ARGV[15]) then
-  redis.call('HSET', key, 'a' .. attempts, ARGV[4])
-else
-  redis.call('RPUSH', key .. K.attempts_suffix, ARGV[4])
-end
 
 redis.call('ZREM', K.inflight .. ep, id)
 -- The freed slot goes to the longest-parked delivery. Given a token, this script leases it
 -- for the caller at the end (after this attempt's own changes, which may have disabled the
 -- endpoint), which saves a round trip per delivery to an endpoint at its limit; without,
 -- its due entry two seconds on brings it to the scheduler.
-local next_token = ARGV[16]
+local next_token = ARGV[15]
 local parked = redis.call('ZPOPMIN', K.parked .. ep)
 if parked[1] and next_token == '' then redis.call('ZADD', K.due, now + 2000, parked[1]) end
 
@@ -104,11 +98,11 @@ if status ~= 'pending' then
 end
 redis.call('HSET', key, unpack(set))
 redis.call('HDEL', key, unpack(dead))
-note_attempt(id, ep, attempts, status, code, err, ARGV[4], now)
-move_status(id, 'pending', status)
+note_attempt(id, ep, status, code, err, ARGV[4], now)
+count_outcome(status)
 log_state(id, ARGV[4])
 if parked[1] and next_token ~= '' then
   return {status, attempts,
-    lease_one(parked[1], now, next_token, tonumber(ARGV[17]), tonumber(ARGV[18]))}
+    lease_one(parked[1], now, next_token, tonumber(ARGV[16]), tonumber(ARGV[17]))}
 end
 return {status, attempts}

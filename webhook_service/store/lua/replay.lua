@@ -47,6 +47,7 @@ if #ids > 0 then
   local all = table.concat(ids, ',')
   if ev[3] and ev[3] ~= '' then all = ev[3] .. ',' .. all end
   redis.call('HSET', ekey, 'dlvs', all)
+  redis.call('HINCRBY', ekey, 'live', #ids)
   redis.call('XADD', K.outbox, '*', LOG.replay, cjson.encode({ev = event_id, type = ev[1],
     t = now, dlv = delivery_rows(ids, endpoints, statuses)}))
 end

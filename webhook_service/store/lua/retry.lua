@@ -15,7 +15,6 @@ for i = 3, #ARGV do
   else
     redis.call('HSET', key, 'status', 'pending', 'budget', tonumber(d[2]) + 1, 'next_at', now,
       'updated', now)
-    move_status(id, d[1], 'pending')
     redis.call('ZADD', K.due, now + grace, id)
     log_state(id)
     out[#out + 1] = 'ok'
