@@ -61,7 +61,7 @@ async def _one_delivery_with_two_attempts(client: Redis) -> tuple[str, str]:
     claim = IdempotencyClaim("key_1", "order-" + event_id, "fp", 60, "done", NOW + 60_000)
     accepted = await EventStore(client, scripts).accept(
         event_id=event_id, event_type=TYPE, body='{"n":1}', key_id="key_1", now_ms=NOW,
-        budget=3, grace_ms=1000, idempotency=claim, wakeup=None,
+        budget=3, grace_ms=1000, idempotency=claim, wakeup=None, backlog_max=1_000_000,
     )  # fmt: skip
     (delivery_id,) = accepted.delivery_ids
     store = DeliveryStore(client, scripts)
