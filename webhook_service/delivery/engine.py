@@ -22,11 +22,20 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from multidict import CIMultiDict
+
 from signer import Signer
 from webhook_service.crypto import SecretBox
 from webhook_service.delivery.backoff import RetryPolicy, parse_retry_after
-from webhook_service.delivery.transport import OutboundRequest, OutboundResponse, Transport
+from webhook_service.delivery.transport import (
+    USER_AGENT,
+    OutboundRequest,
+    OutboundResponse,
+    Transport,
+    recorded_headers,
+)
 from webhook_service.log_window import LineWindow
+from webhook_service.redaction import Redactor
 from webhook_service.store.deliveries import (
     Attempt,
     DeliveryStore,
@@ -48,14 +57,34 @@ UNRECORDED = "unrecorded"
 
 _CACHE_SIZE = 1024
 
+# An attempt's record holds the headers we sent and those we got, and the log keeps them for
+# the retention period, readable by every `deliveries:read` key and on the dashboard. The
+# endpoint's own header values are often the receiver's credentials (an Authorization a
+# subscriber asked us to send), sealed in Redis and never shown by the API: the record
+# names them with this value instead. Our webhook-signature is kept: it is an HMAC of this
+# one message and its timestamp, which proves nothing about any other message (Svix shows
+# it too), and it lets a reader check what was signed.
+REDACTED = "[redacted]"
+# Answer headers whose values are credentials whoever sends them: a session a receiver
+# opens for us, and the request credentials an echoing receiver sends back. Challenges
+# (WWW-Authenticate, Proxy-Authenticate) hold none and tell why a 401 came: kept.
+SECRET_ANSWER_HEADERS = frozenset({"set-cookie", "cookie", "authorization", "proxy-authorization"})
+
 
 @dataclass(frozen=True)
 class _Credentials:
     """What a send to one endpoint carries besides the event, opened from the sealed store."""
 
     signer: Signer
-    headers: dict[str, str]  # the endpoint's own, often the receiver's credentials
+    headers: CIMultiDict[str]  # the endpoint's own, often the receiver's credentials
+    # Masks those values (and bearer tokens, our key shapes) wherever an answer repeats them
+    # (a Bearer challenge loses its first parameter to the token rule: better than a token).
+    redactor: Redactor
     valid_until: float  # when the first rotated-out key expires: open them again then
+
+    def answer_value(self, name: str, value: str) -> str:
+        """What an attempt's record keeps of one answer header's value."""
+        return REDACTED if name in SECRET_ANSWER_HEADERS else self.redactor(value)
 
 
 @dataclass(frozen=True)
@@ -154,7 +183,9 @@ class DeliveryEngine:
             return cached
         plain, valid_until = open_secrets(self._box, job.endpoint_id, job.sealed_secrets, now)
         headers = open_headers(self._box, job.endpoint_id, decode_headers(job.sealed_headers))
-        opened = _Credentials(Signer(plain), headers, valid_until)
+        opened = _Credentials(
+            Signer(plain), CIMultiDict(headers), Redactor(headers.values()), valid_until
+        )
         self._opened[cache_key] = opened
         if len(self._opened) > _CACHE_SIZE:
             self._opened.popitem(last=False)
@@ -165,17 +196,27 @@ class DeliveryEngine:
         started = self._clock()
         body = job.body.encode()
         credentials = self._credentials(job, started)
-        # The endpoint's own headers first: ours, which the API forbids it to set, win.
-        headers = dict(credentials.headers)
-        headers.update(credentials.signer.headers(job.event_id, started // 1000, body))
-        headers["Content-Type"] = "application/json"
+        ours = CIMultiDict(credentials.signer.headers(job.event_id, started // 1000, body))
+        ours["Content-Type"] = "application/json"
+        # Our User-Agent unless the endpoint sets its own; then the endpoint's own headers;
+        # then ours, which the API forbids it to set, win (names are case-insensitive).
+        headers = CIMultiDict({"User-Agent": USER_AGENT})
+        headers.update(credentials.headers)
+        headers.update(ours)
+        sent = {
+            name.lower(): REDACTED if name in credentials.headers and name not in ours else value
+            for name, value in headers.items()
+        }
         response = await self._transport.send(OutboundRequest(job.url, headers, body))
         # With ``chain``, the record also leases the delivery parked for the slot this send
         # frees, and this worker sends it next; without, the scheduler takes it over.
         next_lease = None
         if chain:
             next_lease = NextLease(secrets.token_hex(8), self._lease_ms, self._endpoint_concurrency)
-        stored = await self._record(job, token, until_ms, started, response, next_lease)
+        answered = recorded_headers(response.headers, credentials.answer_value)
+        stored = await self._record(
+            job, token, until_ms, started, response, sent, answered, next_lease
+        )
         if stored is None:
             return Result(job.delivery_id, UNRECORDED, job.attempt)
         recorded, recorded_ms = stored
@@ -191,9 +232,12 @@ class DeliveryEngine:
         until_ms: int,
         started: int,
         response: OutboundResponse,
+        sent: dict[str, str],
+        answered: dict[str, str],
         next_lease: NextLease | None,
     ) -> tuple[Recorded, int] | None:
-        """The attempt's record and when it was made, or None if the store never took it."""
+        """The attempt's record and when it was made, or None if the store never took it.
+        ``sent`` and ``answered``: the request's and the answer's headers as recorded."""
         outcome: Outcome = "fail"
         if response.status is not None and 200 <= response.status < 300:
             outcome = "ok"
@@ -216,6 +260,8 @@ class DeliveryEngine:
             status_code=response.status,
             error=response.error,
             response_body=response.body.decode("utf-8", "replace"),
+            request_headers=sent,
+            response_headers=answered,
         )
         stored = await self._record_attempt(
             job, token, until_ms, attempt, outcome, delay_ms, next_lease

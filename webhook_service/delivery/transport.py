@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -22,7 +22,7 @@ from multidict import CIMultiDict
 
 from webhook_service.delivery.ssrf import DestinationBlocked, Guard, GuardedResolver, blocked_reason
 
-USER_AGENT = "webhook-service/0.1"
+USER_AGENT = "webhook-service/0.1"  # the engine sends it, so an attempt's record shows it
 # Bounds on a receiver's answer headers. aiohttp's defaults (8 190 bytes a line, 128 lines)
 # let 1 MB of headers through: parsed, decoded and copied, that held 1.5-1.8 MiB of the
 # sender per attempt (tests/unit/delivery/test_transport_hostile.py). Receivers send a
@@ -30,6 +30,17 @@ USER_AGENT = "webhook-service/0.1"
 # `invalid_response`, having cost at most 256 KB read (~320 KiB held).
 MAX_RESPONSE_HEADER_LINE = 8190
 MAX_RESPONSE_HEADERS = 32
+# What an attempt's record keeps of them (it rides to the log in every attempt's outbox
+# entry): at most 64 names and 4 KiB of names and values, no value over 512 bytes so one
+# long policy header cannot crowd the others out; what is left out is counted under
+# OMITTED, a name no receiver can send (parentheses are not token characters).
+RECORDED_HEADERS = 64
+RECORDED_HEADER_BYTES = 4096
+RECORDED_VALUE_BYTES = 512
+OMITTED = "(left out)"
+_OMITTED_ROOM = 32  # bytes kept for the OMITTED entry when anything is left out
+_CUT = "\u2026"  # ends a value that was cut
+_KEPT_START = 16  # bytes of a cut value, the mark included, below which it is dropped
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,8 @@ class OutboundRequest:
 class OutboundResponse:
     status: int | None  # None when no HTTP answer came back
     body: bytes = b""
+    # As received, case-insensitive (within the bounds above): the engine reads Retry-After
+    # from the whole answer, and records a bounded copy (recorded_headers).
     headers: Mapping[str, str] = field(default_factory=dict)
     # 'timeout', 'connection', 'invalid_response' (headers beyond our bounds, or not HTTP),
     # 'destination_blocked', 'invalid_url'; None when we got a status
@@ -102,7 +115,6 @@ class AiohttpTransport:
             max_headers=MAX_RESPONSE_HEADERS,
             # Proxies from the environment would route around the guard.
             trust_env=False,
-            headers={"User-Agent": USER_AGENT},
         )
 
     async def send(self, request: OutboundRequest) -> OutboundResponse:
@@ -155,3 +167,59 @@ async def _read_kept(content: aiohttp.StreamReader, limit: int) -> bytes:
             break
         kept += piece
     return bytes(kept)
+
+
+def recorded_headers(
+    headers: Mapping[str, str], redact: Callable[[str, str], str]
+) -> dict[str, str]:
+    """What an attempt's record keeps of an answer's headers: names lower-cased, the values
+    of one name joined with ", ", each value as ``redact(name, value)`` gives it, within the
+    RECORDED_* bounds (a cut value ends with "…"; the headers dropped are counted under
+    OMITTED). Redacted before it is cut, so a cut never leaves half a secret behind.
+
+    A multidict's ``items()`` gives every line, repeated names included."""
+    folded: dict[str, str] = {}
+    for raw_name, raw_value in headers.items():
+        name = _text(raw_name).lower()
+        value = redact(name, _text(raw_value))
+        folded[name] = f"{folded[name]}, {value}" if name in folded else value
+    if (
+        len(folded) <= RECORDED_HEADERS
+        and _size(folded.items()) <= RECORDED_HEADER_BYTES
+        and all(len(value.encode()) <= RECORDED_VALUE_BYTES for value in folded.values())
+    ):
+        return folded
+    kept: dict[str, str] = {}
+    room = RECORDED_HEADER_BYTES - _OMITTED_ROOM
+    for name, value in folded.items():
+        cut = _cut(value, min(RECORDED_VALUE_BYTES, room - len(name.encode())))
+        # A header without room for its name and a useful start of its value is dropped; a
+        # shorter one further on may still fit.
+        if cut is not None and len(kept) < RECORDED_HEADERS - 1:
+            kept[name] = cut
+            room -= _size([(name, cut)])
+    left_out = len(folded) - len(kept)
+    if left_out:
+        kept[OMITTED] = f"{left_out} header{'s' if left_out > 1 else ''}"
+    return kept
+
+
+def _text(raw: str) -> str:
+    # aiohttp decodes header bytes as UTF-8 with surrogate escapes; the record is JSON,
+    # which has no place for a lone surrogate (orjson refuses it): bad bytes become U+FFFD.
+    return raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _size(pairs: Iterable[tuple[str, str]]) -> int:
+    return sum(len(name.encode()) + len(value.encode()) for name, value in pairs)
+
+
+def _cut(value: str, limit: int) -> str | None:
+    """``value`` in at most ``limit`` UTF-8 bytes, ending with the cut mark if it was cut;
+    None when the limit leaves less than _KEPT_START bytes of it."""
+    data = value.encode()
+    if len(data) <= limit:
+        return value
+    if limit < _KEPT_START:
+        return None
+    return data[: limit - len(_CUT.encode())].decode("utf-8", "ignore") + _CUT

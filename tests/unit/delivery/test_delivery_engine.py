@@ -13,6 +13,7 @@ from unittest import mock
 import pytest
 import redis.exceptions
 from aioresponses import aioresponses
+from multidict import CIMultiDict
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from yarl import URL
 
@@ -20,15 +21,19 @@ from signer import generate_secret
 from tests.support.mock_http import CompatResponse
 from webhook_service.crypto import MasterKeyError, SecretBox, generate_master_key
 from webhook_service.delivery.backoff import RetryPolicy
-from webhook_service.delivery.engine import UNRECORDED, DeliveryEngine, Result
+from webhook_service.delivery.engine import REDACTED, UNRECORDED, DeliveryEngine, Result
 from webhook_service.delivery.ssrf import Guard
 from webhook_service.delivery.transport import (
+    OMITTED,
+    RECORDED_HEADER_BYTES,
+    USER_AGENT,
     AiohttpTransport,
     MockTransport,
     OutboundRequest,
     OutboundResponse,
 )
 from webhook_service.ids import delivery_id, new_id
+from webhook_service.redaction import MASK
 from webhook_service.store.deliveries import (
     Attempt,
     DeliveryStore,
@@ -271,13 +276,15 @@ async def test_2xx_records_success_with_no_delay(box: SecretBox, status: int) ->
     assert record["delay_ms"] is None
     assert record["delivery_id"] == DELIVERY_ID
     assert record["now_ms"] == NOW_MS
-    assert record["attempt"] == Attempt(
+    attempt = record["attempt"]
+    assert attempt == Attempt(
         number=2,
         started_ms=NOW_MS,
         duration_ms=12,
         status_code=status,
         error=None,
         response_body="thanks",
+        request_headers=attempt.request_headers,  # below: the headers an attempt records
     )
 
 
@@ -438,6 +445,110 @@ async def test_retry_after_header_name_is_case_insensitive(
     box: SecretBox, http: aioresponses
 ) -> None:
     assert await _run_over_http(box, http, {"retry-after": "15"}) == 15_000
+
+
+# -- the headers an attempt records ----------------------------------------------------------
+
+CREDENTIAL = "Bearer receiver-credential-0123456789"
+
+
+def with_own_headers(box: SecretBox, secret: str, own: dict[str, str]) -> Job:
+    return make_job(
+        seal(box, (secret, None)),
+        sealed_headers=encode_headers(seal_headers(box, ENDPOINT_ID, own)),
+    )
+
+
+async def recorded(box: SecretBox, job: Job, answer: OutboundResponse) -> tuple[Attempt, Receiver]:
+    store = FakeStore([job])
+    receiver = Receiver(answer)
+    await make_engine(store, box, receiver).run([DELIVERY_ID])
+    [record] = store.records
+    attempt: Attempt = record["attempt"]
+    return attempt, receiver
+
+
+async def test_the_request_headers_are_recorded_as_sent_with_the_endpoints_values_redacted(
+    box: SecretBox,
+) -> None:
+    secret = generate_secret()
+    job = with_own_headers(box, secret, {"Authorization": CREDENTIAL, "X-Tenant": "acme"})
+    attempt, receiver = await recorded(box, job, OutboundResponse(200))
+    [sent] = receiver.requests
+    assert sent.headers["Authorization"] == CREDENTIAL  # the receiver got it
+    assert attempt.request_headers == {
+        "user-agent": USER_AGENT,
+        "authorization": REDACTED,
+        "x-tenant": REDACTED,
+        "webhook-id": EVENT_ID,
+        "webhook-timestamp": str(NOW_MS // 1000),
+        "webhook-signature": sent.headers["webhook-signature"],
+        "content-type": "application/json",
+    }
+    # The record is enough to check what was signed.
+    assert verify(secret, OutboundRequest(URL_OK, attempt.request_headers, BODY.encode()))
+
+
+async def test_an_endpoints_own_user_agent_is_sent_and_redacted_ours_always_win(
+    box: SecretBox,
+) -> None:
+    own = {"user-agent": "acme-relay", "WEBHOOK-ID": "forged"}
+    attempt, receiver = await recorded(
+        box, with_own_headers(box, generate_secret(), own), OutboundResponse(200)
+    )
+    [sent] = receiver.requests
+    assert sent.headers["User-Agent"] == "acme-relay"
+    assert len([n for n in sent.headers if n.lower() == "user-agent"]) == 1  # not ours too
+    assert sent.headers["webhook-id"] == EVENT_ID
+    assert attempt.request_headers["user-agent"] == REDACTED
+    assert attempt.request_headers["webhook-id"] == EVENT_ID
+
+
+async def test_answer_headers_are_recorded_with_their_credentials_redacted(
+    box: SecretBox,
+) -> None:
+    job = with_own_headers(box, generate_secret(), {"X-Api-Key": "key-0123456789abcdef"})
+    answer = CIMultiDict(
+        [("Content-Type", "text/plain"), ("Set-Cookie", "session=abc; HttpOnly"),
+         ("Set-Cookie", "csrf=def"), ("WWW-Authenticate", 'Basic realm="hooks"'),
+         ("X-Echo-Api-Key", "key-0123456789abcdef"), ("X-Echo-Auth", CREDENTIAL)]
+    )  # fmt: skip
+    attempt, _ = await recorded(box, job, OutboundResponse(401, b"who?", answer))
+    assert attempt.response_headers == {
+        "content-type": "text/plain",
+        "set-cookie": f"{REDACTED}, {REDACTED}",
+        "www-authenticate": 'Basic realm="hooks"',
+        # An echoing receiver repeats the endpoint's credentials: masked by redaction.py.
+        "x-echo-api-key": MASK,
+        "x-echo-auth": f"Bearer {MASK}",
+    }
+
+
+async def test_a_huge_answer_is_recorded_within_bounds_and_its_retry_after_still_counts(
+    box: SecretBox,
+) -> None:
+    answer = {**{f"X-Padding-{i}": "p" * 8000 for i in range(40)}, "Retry-After": "15"}
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)))])
+    await make_engine(store, box, Receiver(OutboundResponse(503, headers=answer))).run(
+        [DELIVERY_ID]
+    )
+    [record] = store.records
+    kept = record["attempt"].response_headers
+    assert "retry-after" not in kept and kept[OMITTED].endswith("headers")
+    assert sum(len(n) + len(v.encode()) for n, v in kept.items()) <= RECORDED_HEADER_BYTES
+    assert record["delay_ms"] == 15_000  # read from the whole answer, not from the record
+    # What rides to the log: the attempt's JSON, a bounded size whatever the receiver sent.
+    assert len(record["attempt"].to_json()) < 2 * RECORDED_HEADER_BYTES
+
+
+async def test_an_attempt_without_an_answer_records_what_was_sent(box: SecretBox) -> None:
+    attempt, _ = await recorded(
+        box,
+        make_job(seal(box, (generate_secret(), None))),
+        OutboundResponse(None, error="timeout"),
+    )
+    assert attempt.request_headers["webhook-id"] == EVENT_ID
+    assert attempt.response_headers == {}
 
 
 # -- receiver verdicts, endpoint headers, background sends ---------------------------------------

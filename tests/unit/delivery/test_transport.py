@@ -19,7 +19,6 @@ from yarl import URL
 from tests.support.mock_http import CompatResponse
 from webhook_service.delivery.ssrf import DestinationBlocked, Guard
 from webhook_service.delivery.transport import (
-    USER_AGENT,
     AiohttpTransport,
     MockTransport,
     OutboundRequest,
@@ -71,7 +70,7 @@ async def test_2xx_returns_status_and_body(
     assert response.duration_ms >= 0
 
 
-async def test_the_request_carries_body_headers_and_user_agent(
+async def test_the_request_carries_body_and_headers(
     transport: AiohttpTransport, http: aioresponses
 ) -> None:
     reply(http, status=200)
@@ -80,7 +79,6 @@ async def test_the_request_carries_body_headers_and_user_agent(
     assert made.kwargs["data"] == BODY
     assert made.kwargs["headers"]["webhook-id"] == "msg_1"
     assert made.kwargs["headers"]["Content-Type"] == "application/json"
-    assert made.kwargs["headers"]["User-Agent"] == USER_AGENT
     assert made.kwargs["allow_redirects"] is False
 
 
