@@ -31,6 +31,7 @@ NAMES = (
     "expunge",
     "trim",
     "release",
+    "revive",
 )
 
 

@@ -1,0 +1,145 @@
+"""Finished work that has left Redis comes back from the log when an admin acts on it: a
+retry makes the delivery pending again with one more attempt, a replay and an expunge find
+the event; each then goes through the usual scripts, and leaves Redis again once done."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import sqlalchemy as sa
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.integration.conftest import save_endpoint
+from tests.support.stack import settings_of
+from webhook_service.embedded import EmbeddedValkey
+from webhook_service.history import tables
+from webhook_service.history.database import async_engine, sync_engine, upgrade
+from webhook_service.history.revive import Reviver
+from webhook_service.history.shipper import Shipper
+from webhook_service.ids import new_id
+from webhook_service.store import keys
+from webhook_service.store.deliveries import Attempt, DeliveryStore, HealthPolicy
+from webhook_service.store.events import EventStore
+from webhook_service.store.scripts import Scripts
+from webhook_service.timeutil import now_ms
+
+pytestmark = pytest.mark.integration
+
+HEALTH = HealthPolicy(disable_after_ms=3_600_000, ops_budget=3)
+TYPE = "log.revived"
+
+
+@pytest.fixture
+def settings_env(tmp_path: Path) -> dict[str, str]:
+    return {"WEBHOOK_DATA_DIR": str(tmp_path), "WEBHOOK_HOT_SECONDS": "0"}
+
+
+@pytest.fixture
+def shipper(valkey: EmbeddedValkey, settings_env: dict[str, str]) -> Iterator[Shipper]:
+    client = redis.Redis.from_url(valkey.url, decode_responses=True)
+    engine = sync_engine(settings_of(settings_env))
+    upgrade(engine)
+    yield Shipper(client, engine, settings_of(settings_env))
+    engine.dispose()
+    client.close()
+
+
+@pytest.fixture
+async def reader(settings_env: dict[str, str], shipper: Shipper) -> AsyncIterator[AsyncEngine]:
+    engine = async_engine(settings_of(settings_env))
+    yield engine
+    await engine.dispose()
+
+
+async def _send(client: Redis, delivery_id: str, code: int) -> str:
+    store = DeliveryStore(client, Scripts(client))
+    now = now_ms()
+    lease = await store.lease([delivery_id], "tok", now, 30_000, 10)
+    assert len(lease.jobs) == 1, lease.skipped
+    (job,) = lease.jobs
+    recorded = await store.record(
+        delivery_id=delivery_id, token="tok", now_ms=now,
+        attempt=Attempt(job.attempt, now, 3, code, None, ""),
+        outcome="ok" if code < 300 else "fail", delay_ms=None, health=HEALTH,
+    )  # fmt: skip
+    return recorded.status
+
+
+async def _released_delivery(client: Redis, shipper: Shipper) -> tuple[str, str]:
+    scripts = Scripts(client)
+    await save_endpoint(scripts, TYPE, now_ms())
+    event_id = new_id("msg", now_ms())
+    accepted = await EventStore(client, scripts).accept(
+        event_id=event_id, event_type=TYPE, body='{"a":1}', key_id="key_1", now_ms=now_ms(),
+        budget=1, grace_ms=1000, idempotency=None, wakeup=None, backlog_max=1_000_000,
+    )  # fmt: skip
+    (delivery_id,) = accepted.delivery_ids
+    assert await _send(client, delivery_id, 500) == "failed"
+    shipper.ship_once()
+    assert not await client.exists(keys.delivery(delivery_id), keys.event(event_id))
+    return event_id, delivery_id
+
+
+async def test_a_retry_brings_a_released_delivery_back(
+    client: Redis, shipper: Shipper, reader: AsyncEngine
+) -> None:
+    event_id, delivery_id = await _released_delivery(client, shipper)
+    scripts = Scripts(client)
+    reviver = Reviver(reader, scripts, hot_ms=0)
+    store = DeliveryStore(client, scripts)
+
+    assert await reviver.retry(store, [delivery_id, "dlv_nothere"], now_ms(), 0) == [
+        "ok", "missing",
+    ]  # fmt: skip
+    raw = await client.hgetall(keys.delivery(delivery_id))
+    assert (raw["status"], raw["attempts"], raw["budget"]) == ("pending", "1", "2")
+    assert await client.hget(keys.event(event_id), "body") == '{"a":1}'
+    # A second retry finds it on its way.
+    assert await reviver.retry(store, [delivery_id], now_ms(), 0) == ["pending"]
+
+    assert await _send(client, delivery_id, 200) == "succeeded"
+    shipper.ship_once()
+    with shipper._engine.connect() as conn:
+        row = conn.execute(
+            sa.select(tables.deliveries).where(tables.deliveries.c.id == delivery_id)
+        ).one()
+        numbers = conn.execute(sa.select(tables.attempts.c.number)).scalars().all()
+    assert (row.status, row.attempts) == ("succeeded", 2)
+    assert sorted(numbers) == [1, 2]
+    assert not await client.exists(keys.delivery(delivery_id), keys.event(event_id))
+
+
+async def test_replay_and_expunge_find_an_event_that_left(
+    client: Redis, shipper: Shipper, reader: AsyncEngine
+) -> None:
+    event_id, _ = await _released_delivery(client, shipper)
+    scripts = Scripts(client)
+    reviver = Reviver(reader, scripts, hot_ms=0)
+    events = EventStore(client, scripts)
+
+    assert await reviver.restore_event(event_id, now_ms())
+    replayed = await events.replay(event_id, None, now_ms(), 1, 0, sender="key_1")
+    assert replayed.outcome == "ok" and len(replayed.pending) == 1
+    assert await _send(client, replayed.pending[0], 200) == "succeeded"
+    shipper.ship_once()
+    assert not await client.exists(keys.event(event_id))
+
+    assert await reviver.restore_event(event_id, now_ms())
+    assert await events.expunge_payload(event_id, now_ms(), sender="key_1")
+    shipper.ship_once()
+    shipper.ship_once()
+    with shipper._engine.connect() as conn:
+        body, expunged = conn.execute(
+            sa.select(tables.events.c.body, tables.events.c.expunged_ms).where(
+                tables.events.c.id == event_id  # not the delivery.exhausted event it caused
+            )
+        ).one()
+        statuses = conn.execute(sa.select(tables.deliveries.c.status)).scalars().all()
+    assert body is None and expunged is not None
+    assert sorted(statuses) == ["failed", "succeeded"]
+    assert not await client.exists(keys.event(event_id))
+    assert not await reviver.restore_event("msg_nothere", now_ms())

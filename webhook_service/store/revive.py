@@ -1,0 +1,68 @@
+"""Finished work back from the log into Redis (lua/revive.lua): the typed half in Redis of
+an admin's retry, a recovery, a replay or an expunge of something that has left Redis.
+``history/revive.py`` reads the rows from the log."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import orjson
+
+from webhook_service.store.scripts import Scripts
+
+Revived = Literal["ok", "present"]
+
+
+@dataclass(frozen=True)
+class EventRow:
+    id: str
+    type: str
+    key_id: str
+    body: str | None  # None once expunged
+    expunged_ms: int | None
+
+    def as_lua(self) -> dict[str, object]:
+        row: dict[str, object] = {"id": self.id, "type": self.type, "key": self.key_id}
+        if self.body is not None:
+            row["body"] = self.body
+        if self.expunged_ms is not None:
+            row["expunged"] = self.expunged_ms
+        return row
+
+
+@dataclass(frozen=True)
+class DeliveryRow:
+    id: str
+    event_id: str
+    attempts: int
+
+    def as_lua(self) -> dict[str, object]:
+        return {"id": self.id, "event": self.event_id, "attempts": self.attempts}
+
+
+@dataclass(frozen=True)
+class Revival:
+    """One call's arguments: the events to restore, the deliveries to make pending."""
+
+    now_ms: int
+    grace_ms: int
+    hot_ms: int
+    events: Sequence[EventRow]
+    deliveries: Sequence[DeliveryRow] = ()
+
+    def argv(self) -> list[str | int | float]:
+        return [
+            self.now_ms,
+            self.grace_ms,
+            self.hot_ms,
+            orjson.dumps([e.as_lua() for e in self.events]).decode(),
+            orjson.dumps([d.as_lua() for d in self.deliveries]).decode(),
+        ]
+
+
+async def revive(scripts: Scripts, revival: Revival) -> list[Revived]:
+    """Per delivery, in order: 'ok' (pending again) or 'present' (Redis had it)."""
+    reply: list[Revived] = await scripts.run("revive", revival.argv())
+    return reply
