@@ -211,6 +211,8 @@ def attempt_json(attempt: Attempt) -> dict[str, Any]:
         "status_code": attempt.status_code,
         "error": attempt.error,
         "response_body": attempt.response_body,
+        "request_headers": attempt.request_headers,
+        "response_headers": attempt.response_headers,
     }
 
 

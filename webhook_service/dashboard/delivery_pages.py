@@ -156,7 +156,8 @@ async def history(request: web.Request, session: Session, api: AdminApi) -> web.
     )
 
 
-def _attempts(delivery: JSON) -> Markup:
+def attempt_log(delivery: JSON) -> Markup:
+    """Each attempt of a delivery: its timing as bars, then a row each."""
     log = delivery["attempt_log"]
     if not log:
         return render('<p class="empty">No attempt yet.</p>')
@@ -180,11 +181,19 @@ def _attempts(delivery: JSON) -> Markup:
             d.moment(a["started_at"]),
             layout.badge(d.outcome(a["status_code"], a["error"]), "ok" if _succeeded(a) else "bad"),
             d.duration(a["duration_ms"]),
+            join(
+                [
+                    _headers("sent", a["request_headers"]),
+                    _headers("received", a["response_headers"]),
+                ]
+            ),
             _body(a["response_body"]),
         ]
         for a in log
     ]
-    table = layout.table(["#", "Started", "Outcome", "Duration", "Response body"], rows, "")
+    table = layout.table(
+        ["#", "Started", "Outcome", "Duration", "Headers", "Response body"], rows, ""
+    )
     return render(
         "<figure><figcaption>Attempt timing</figcaption>$timing</figure>$table",
         timing=timing,
@@ -195,6 +204,19 @@ def _attempts(delivery: JSON) -> Markup:
 def _succeeded(attempt: JSON) -> bool:
     code = attempt["status_code"]
     return code is not None and 200 <= code < 300
+
+
+def _headers(label: str, headers: dict[str, str]) -> Markup:
+    """One attempt's header set, folded away: the outcome and body are what most looks want.
+    Names and values as the record holds them (credentials already redacted), escaped."""
+    if not headers:
+        return render('<p class="empty">none $label</p>', label=label)
+    return render(
+        "<details><summary>$count $label</summary>$facts</details>",
+        count=len(headers),
+        label=label,
+        facts=facts_list(list(headers.items())),
+    )
 
 
 def _body(text: str) -> Markup:
@@ -240,7 +262,7 @@ async def delivery_page(
         action = layout.post_button(
             path("deliveries", delivery["id"], "retry"), "Retry now", session, css="primary"
         )
-    body = join([facts, action, render("<h2>Attempts</h2>"), _attempts(delivery)])
+    body = join([facts, action, render("<h2>Attempts</h2>"), attempt_log(delivery)])
     return layout.page(
         "Delivery",
         body,
