@@ -82,4 +82,7 @@ def make_app(settings: Settings) -> Celery:
     return app
 
 
-app = make_app(Settings())
+# The worker process's one Settings: the app, its delivery runtime and its signal handlers
+# all read this, built once at import, before the prefork fork (children inherit it).
+SETTINGS = Settings()
+app = make_app(SETTINGS)

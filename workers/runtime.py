@@ -21,6 +21,7 @@ from webhook_service.delivery.transport import Transport
 from webhook_service.store.connect import RedisTimeouts, async_client
 from webhook_service.store.refusals import Backoff
 from webhook_service.wiring import aiohttp_transport, delivery_engine
+from workers.celery_app import SETTINGS
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -71,7 +72,7 @@ def build(settings: Settings) -> Runtime:
 def current() -> Runtime:
     global _current
     if _current is None:
-        _current = build(Settings())
+        _current = build(SETTINGS)
     return _current
 
 

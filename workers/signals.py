@@ -14,11 +14,11 @@ import redis
 from celery.signals import heartbeat_sent, setup_logging
 
 from webhook_service import logs
-from webhook_service.config import Settings
 from webhook_service.store import liveness
 from webhook_service.store.connect import RedisTimeouts, sync_client
 from webhook_service.store.refusals import refused
 from webhook_service.timeutil import now_ms
+from workers.celery_app import SETTINGS
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class _Heartbeat:
         if now - self._last_ms < BEAT_EVERY_MS:
             return
         if self._client is None:
-            settings = Settings()
+            settings = SETTINGS
             self._client = sync_client(settings.effective_redis_url, RedisTimeouts.of(settings))
         try:
             liveness.beat(self._client, worker, now)
@@ -52,7 +52,7 @@ _heartbeat = _Heartbeat()
 @setup_logging.connect
 def _setup_logging(**_: Any) -> None:
     # Connected, this keeps Celery from configuring logging its own way.
-    logs.setup(Settings(), "worker")
+    logs.setup(SETTINGS, "worker")
 
 
 @heartbeat_sent.connect

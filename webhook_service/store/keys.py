@@ -209,6 +209,8 @@ LUA_KEYS = {
     "events_index": EVENTS_INDEX,
     "delivery": PREFIX + "delivery:",
     "attempts_suffix": ":attempts",
+    "minute_infix": ":m:",
+    "hour_infix": ":h:",
     "dlv_index": DELIVERIES_INDEX,
     "dlv_by_endpoint": PREFIX + "idx:dlv:ep:",
     "dlv_by_status": PREFIX + "idx:dlv:status:",
@@ -289,11 +291,16 @@ def endpoint_stats(endpoint_id: str) -> str:
 
 
 def endpoint_minute(endpoint_id: str, minute: int) -> str:
-    return f"{endpoint_stats(endpoint_id)}:m:{minute}"
+    return f"{endpoint_stats(endpoint_id)}{LUA_KEYS['minute_infix']}{minute}"
 
 
 def endpoint_hour(endpoint_id: str, hour: int) -> str:
-    return f"{endpoint_stats(endpoint_id)}:h:{hour}"
+    return f"{endpoint_stats(endpoint_id)}{LUA_KEYS['hour_infix']}{hour}"
+
+
+# How long an endpoint's per-minute and per-hour windows live, in seconds (the Lua
+# preamble's TTL table): a little past the 60 minutes and 24 hours its stats show.
+WINDOW_TTL = {"minute": 2 * 3600, "hour": 26 * 3600}
 
 
 def idempotency(key_id: str, idempotency_key: str) -> str:

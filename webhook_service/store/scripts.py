@@ -1,6 +1,6 @@
 """The Lua scripts, each loaded once with a preamble from ``keys.py``: the key table (``K``),
-the operational event types (``OPS_TYPES``), the values no index holds (``UNINDEXED``) and
-the log outbox's field names (``LOG``) and the final delivery states (``FINAL``)."""
+the operational event types (``OPS_TYPES``), the log outbox's field names (``LOG``), the
+final delivery states (``FINAL``) and the lifetimes of the endpoint stats windows (``TTL``)."""
 
 from __future__ import annotations
 
@@ -39,14 +39,6 @@ def _lua_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _unindexed() -> str:
-    """keys.LUA_UNINDEXED as Lua: {dlv_by_status = {["succeeded"] = true}, ...}."""
-    return ", ".join(
-        f"{kind} = {{{', '.join(f'[{_lua_string(v)}] = true' for v in sorted(values))}}}"
-        for kind, values in keys.LUA_UNINDEXED.items()
-    )
-
-
 def _outbox_fields() -> str:
     """keys.OutboxField as Lua: {event = "e", ...}."""
     return ", ".join(f"{f.name.lower()} = {_lua_string(f.value)}" for f in keys.OutboxField)
@@ -66,9 +58,9 @@ def source(name: str) -> str:
         (
             f"local K = {{{table}}}",
             f"local OPS_TYPES = {{{ops}}}",
-            f"local UNINDEXED = {{{_unindexed()}}}",
             f"local LOG = {{{_outbox_fields()}}}",
             f"local FINAL = {{{_final()}}}",
+            f"local TTL = {{{', '.join(f'{k} = {v}' for k, v in keys.WINDOW_TTL.items())}}}",
             (folder / "common.lua").read_text(),
             (folder / f"{name}.lua").read_text(),
         )

@@ -10,6 +10,7 @@ import pytest
 from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
 from webhook_service.store.scripts import NAMES, source
+from webhook_service.store.states import FINAL_STATUSES
 
 LUA_DIR = files("webhook_service.store") / "lua"
 LUA_FILES = sorted(p.name for p in LUA_DIR.iterdir() if p.name.endswith(".lua"))
@@ -26,9 +27,15 @@ def _code(file: str) -> str:
 
 
 def _preamble(name: str) -> str:
-    """The key table line, the operational event types line, the unindexed values line,
-    the log outbox's fields line."""
-    return "\n".join(source(name).split("\n", 4)[:4])
+    """Every line before common.lua: the key table, the operational event types, the
+    unindexed values, the log outbox's fields, the final states, the window lifetimes."""
+    text = source(name)
+    return text[: text.index((LUA_DIR / "common.lua").read_text())].rstrip("\n")
+
+
+def _line(name: str, start: str) -> str:
+    (line,) = [line for line in _preamble(name).split("\n") if line.startswith(start)]
+    return line
 
 
 def test_every_script_name_has_a_file_and_every_file_is_used() -> None:
@@ -56,33 +63,23 @@ def test_each_source_is_preamble_then_common_then_the_script(name: str) -> None:
 
 
 def test_the_preamble_names_the_outbox_fields_as_keys_spells_them() -> None:
-    line = _preamble("record").split("\n")[3]
-    assert line.startswith("local LOG = {")
+    line = _line("record", "local LOG = {")
     fields = dict(re.findall(r'(\w+) = "([^"]*)"', line))
     assert fields == {f.name.lower(): f.value for f in keys.OutboxField}
 
 
 def test_the_preamble_names_exactly_the_operational_event_types() -> None:
-    line = _preamble("record").split("\n")[1]
-    assert line.startswith("local OPS_TYPES = {")
+    line = _line("record", "local OPS_TYPES = {")
     assert re.findall(r'\["([^"]+)"\] = true', line) == list(OPERATIONAL_EVENT_TYPES)
 
 
-def test_the_preamble_names_exactly_the_unindexed_values() -> None:
-    line = _preamble("record").split("\n")[2]
-    assert line.startswith("local UNINDEXED = {") and line.endswith("}")
-    table = {
-        kind: set(re.findall(r'\["([^"]+)"\] = true', values))
-        for kind, values in re.findall(
-            r"([A-Za-z_]+) = \{([^}]*)\}", line[len("local UNINDEXED = {") : -1]
-        )
+def test_the_preamble_names_the_final_states_and_the_window_lifetimes() -> None:
+    final = _line("record", "local FINAL = {")
+    assert set(re.findall(r'\["([^"]+)"\] = true', final)) == set(FINAL_STATUSES)
+    ttl = _line("record", "local TTL = {")
+    assert dict(re.findall(r"(\w+) = (\d+)", ttl)) == {
+        k: str(v) for k, v in keys.WINDOW_TTL.items()
     }
-    assert table == {kind: set(values) for kind, values in keys.LUA_UNINDEXED.items()}
-    # Each names an index template, and the values are the Python ones, as Lua spells them.
-    assert set(table) <= set(keys.LUA_KEYS)
-    assert table["dlv_by_status"] == set(keys.UNINDEXED_STATUSES)
-    assert table["dlv_by_class"] == set(keys.UNINDEXED_CLASSES)
-    assert table["dlv_by_attempts"] == {str(n) for n in keys.UNINDEXED_ATTEMPTS}
 
 
 def test_every_script_gets_the_same_preamble() -> None:
@@ -122,8 +119,8 @@ def test_the_scan_would_notice_an_unknown_key() -> None:
 
 def test_lua_keys_all_live_under_the_prefix() -> None:
     for field, value in keys.LUA_KEYS.items():
-        if field == "attempts_suffix":
-            assert value.startswith(":")
+        if field.endswith(("_suffix", "_infix")):
+            assert value.startswith(":"), field
         else:
             assert value.startswith(keys.PREFIX), field
 

@@ -115,8 +115,8 @@ local function note_attempt(id, ep, status, code, err, attempt_json, now)
   if status == 'succeeded' then fields[#fields + 1] = 'ds' end
   if status == 'failed' then fields[#fields + 1] = 'df' end
   local stats = K.ep_stats .. ep
-  count_window(stats .. ':m:' .. math.floor(now / 60000), 7200, fields)
-  count_window(stats .. ':h:' .. math.floor(now / 3600000), 93600, fields)
+  count_window(stats .. K.minute_infix .. math.floor(now / 60000), TTL.minute, fields)
+  count_window(stats .. K.hour_infix .. math.floor(now / 3600000), TTL.hour, fields)
   if ok then
     redis.call('HSET', stats, 'last_success', now)
   else
