@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit integration chaos soak bench bench-full bench-profile install clean chromium
+.PHONY: run test lint typecheck unit integration chaos soak bench bench-full bench-profile install clean chromium postgresql
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
 
-integration: $(STAMP) chromium
+integration: $(STAMP) chromium postgresql
 	$(BIN)/python -m pytest tests/integration -q -p no:cacheprovider
 
 # The dashboard tests drive Debian's Chromium through Playwright (never Playwright's own
@@ -38,7 +38,16 @@ chromium:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	  else echo "dashboard tests need Debian's chromium: sudo apt-get install chromium"; fi; }
 
-chaos: $(STAMP)
+# The log's tests start a PostgreSQL of their own from Debian's binaries (initdb, pg_ctl in
+# a temp dir, a free port), never a server already running. Installed only when missing;
+# the package's own cluster is not used.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
+	  else echo "the log's tests need Debian's postgresql: sudo apt-get install postgresql"; fi; }
+
+chaos: $(STAMP) postgresql
 	$(BIN)/python -m pytest tests/chaos -q -s -p no:cacheprovider
 
 # 30 minutes at 50 events/s with a part killed every 2 minutes (`make test` runs 100 s of
@@ -49,12 +58,12 @@ soak: $(STAMP)
 
 # pytest exits 5 when it collected no test: that is a failure here, never a pass.
 # Fast, pure tests first, so a broken build fails in seconds rather than minutes.
-test: lint typecheck chromium
+test: lint typecheck chromium postgresql
 	$(BIN)/python -m pytest tests/unit tests/integration tests/chaos -q -p no:cacheprovider -ra
 
 # Quick (~3 min): the signer, then the whole service against its floors and the naive
 # Celery baseline (bench/run.py). bench-full: the whole grid, many repeats (~25 min).
-bench: $(STAMP)
+bench: $(STAMP) postgresql
 	$(BIN)/python bench/bench_signer.py
 	$(BIN)/python -m bench.bench_refusals
 	$(BIN)/python -m bench.run --plan quick

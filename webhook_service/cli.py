@@ -55,7 +55,7 @@ def _run_scheduler(settings: Settings) -> int:
     from webhook_service.store.connect import RedisTimeouts, sync_client
     from workers.celery_app import app
     from workers.scheduler import Scheduler
-    from webhook_service.wakeup import CeleryWaker
+    from workers.wakeup import CeleryWaker
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

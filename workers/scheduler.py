@@ -1,10 +1,10 @@
 """The scheduler: moves due deliveries (retries, lost wake-ups, expired leases) to the queues.
 
 Every delivery that needs a worker sits in the ``due`` sorted set scored by when. One pass
-claims what is due and publishes its wake-ups, trims a bounded slice of what retention lets
-go, and notes its time (``/readyz`` and the scheduler-lag metric read it). Only the holder
-of a Redis lock acts, so two schedulers never double-move; a dead scheduler's lock expires
-and another takes over.
+claims what is due and publishes its wake-ups, and notes its time (``/readyz`` and the
+scheduler-lag metric read it). Only the holder of a Redis lock acts, so two schedulers never
+double-move; a dead scheduler's lock expires and another takes over. Retention is the log's
+(history/retention.py), kept by the shipper thread beside this loop.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from webhook_service.config import Settings
 from webhook_service.store import keys, liveness
 from webhook_service.store.due import claim_due_sync
 from webhook_service.store.refusals import Backoff, refused
-from webhook_service.store.retention import trim
 from webhook_service.store.scripts import Scripts
 from webhook_service.timeutil import now_ms
 
@@ -73,7 +72,6 @@ class Scheduler:
             self._publisher.wake_sync(claimed.fresh, retry=False)
         if claimed.retries:
             self._publisher.wake_sync(claimed.retries, retry=True)
-        trim(self._scripts, now, self._settings.retention_days)
         liveness.tick(self._client, now_ms())
         return len(claimed)
 

@@ -1,11 +1,12 @@
-"""The chaos tests use the integration fixtures (API in-process, receiver) on stacks of
-their own."""
+"""The chaos tests use the integration fixtures (API in-process, receiver, the PostgreSQL of
+the session) on stacks of their own."""
 
 import pytest
 
 from tests.integration.conftest import api, receiver
+from tests.support.postgres import postgres
 
-__all__ = ["api", "receiver"]
+__all__ = ["api", "postgres", "receiver"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

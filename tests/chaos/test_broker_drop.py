@@ -18,8 +18,7 @@ from tests.support.receiver import Receiver
 from tests.support.stack import Stack, start_stack
 from webhook_service.config import Settings
 from webhook_service.store.keys import QUEUE_FRESH
-from webhook_service.wakeup import TASK_DELIVER
-from workers.celery_app import make_app
+from workers.celery_app import TASK_DELIVER, make_app
 
 pytestmark = pytest.mark.chaos
 

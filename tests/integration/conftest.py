@@ -1,5 +1,10 @@
 """Fixtures with real parts: a Valkey with AOF, Celery worker and scheduler processes, the
-API served in-process on a real socket, and a signature-verifying receiver."""
+API served in-process on a real socket, a signature-verifying receiver, and the delivery
+log on SQLite or on a PostgreSQL of the tests' own.
+
+A module marked ``pytest.mark.both_logs`` runs whole against each log backend in turn: its
+``log_backend`` (and so its module's ``stack``) is parametrized over ``LOG_BACKENDS``; any
+other module runs on SQLite alone."""
 
 from __future__ import annotations
 
@@ -12,25 +17,69 @@ from typing import Any
 
 import aiohttp
 import pytest
+import redis
+import sqlalchemy as sa
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from redis.asyncio import Redis
 
+from tests.support.postgres import log_env, postgres
 from tests.support.receiver import Receiver
 from tests.support.stack import ADMIN_KEY, Stack, settings_of, start_stack
 from webhook_service.api.listener import runner_options
 from webhook_service.api.server import build_app
 from webhook_service.config import Settings
 from webhook_service.embedded import EmbeddedValkey, start_valkey
+from webhook_service.history.database import sync_engine, upgrade
 from webhook_service.ids import new_id
 from webhook_service.store.scripts import Scripts
 
 pytestmark = pytest.mark.integration
 
+__all__ = ["postgres"]  # the fixture, registered here for the integration tests
+
+LOG_BACKENDS = ("sqlite", "postgresql")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "log_backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "both_logs"
+    ):
+        # Module scope: one stack per backend, every test of the module on each.
+        metafunc.parametrize("log_backend", LOG_BACKENDS, indirect=True, scope="module")
+
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    running = start_stack(tmp_path_factory.mktemp("stack"))
+def log_backend(request: pytest.FixtureRequest) -> str:
+    backend: str = getattr(request, "param", "sqlite")
+    return backend
+
+
+@pytest.fixture
+def sync_redis(valkey: EmbeddedValkey) -> Iterator[redis.Redis]:
+    """A blocking client of the module's bare Valkey, as the shipper's thread has one."""
+    made = redis.Redis.from_url(valkey.url, decode_responses=True)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def log_engine(
+    tmp_path: Path, request: pytest.FixtureRequest, log_backend: str
+) -> Iterator[sa.Engine]:
+    """An empty log of the test's own on the module's backend, migrated, without a stack."""
+    env = {"WEBHOOK_DATA_DIR": str(tmp_path), **log_env(request, log_backend)}
+    made = sync_engine(settings_of(env))
+    upgrade(made)
+    yield made
+    made.dispose()
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest, log_backend: str
+) -> Iterator[Stack]:
+    running = start_stack(tmp_path_factory.mktemp("stack"), log_env(request, log_backend))
     yield running
     running.stop()
 

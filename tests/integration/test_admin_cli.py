@@ -11,10 +11,14 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
 from tests.integration.conftest import Api, create_endpoint, delivery_statuses, wait_for
 from tests.support.apikeys import make_key
 from tests.support.receiver import Receiver
 from tests.support.stack import ADMIN_KEY
+
+pytestmark = pytest.mark.both_logs
 
 CLI_TIMEOUT = 120
 

@@ -12,7 +12,6 @@ from webhook_service.ids import new_id
 from webhook_service.store import keys
 from webhook_service.store.deliveries import Attempt, DeliveryStore, HealthPolicy, Outcome
 from webhook_service.store.events import EventStore
-from webhook_service.store.retention import DAY_MS, trim_async
 from webhook_service.store.scripts import Scripts
 
 pytestmark = pytest.mark.integration
@@ -88,10 +87,6 @@ async def test_attempts_live_in_the_hash_and_long_ones_overflow(client: Redis) -
     assert record is not None and record.next_at_ms == NOW + 4
     assert await _attempt(store, delivery_id, 4, "ok", "", NOW + 5) == "succeeded"
     assert [a.number for a in await store.attempts(delivery_id)] == [1, 2, 3, 4]
-
-    # Retention takes the hash and the overflow list together.
-    assert (await trim_async(scripts, NOW + 10 * DAY_MS, 1, budget=10)).deliveries == 1
-    assert not await client.exists(key, keys.attempts(delivery_id))
 
 
 async def test_a_log_written_before_the_fold_still_reads(client: Redis) -> None:

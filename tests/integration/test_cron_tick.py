@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 import redis
+import sqlalchemy as sa
 from aiohttp.test_utils import TestServer
 from openapi_core import OpenAPI
 from pydantic import SecretStr
@@ -28,9 +29,12 @@ from tests.integration.test_openapi import PROBLEMS, contract, spec_call, spec_d
 from tests.support.receiver import Receiver
 from tests.support.stack import ADMIN_KEY, Stack, start_stack
 from webhook_service.api.server import build_app
+from webhook_service.history import tables
+from webhook_service.history.database import sync_engine
+from webhook_service.history.retention import DAY_MS
+from webhook_service.ids import id_time_ms
 from webhook_service.store.keys import DUE, QUEUE_FRESH, QUEUE_RETRY
-from webhook_service.store.retention import DAY_MS
-from webhook_service.timeutil import now_ms, parse_iso
+from webhook_service.timeutil import now_ms
 from webhook_service.wiring import ConfigurationError
 
 __all__ = ["contract", "spec_doc"]  # fixtures this module borrows from the contract tests
@@ -147,7 +151,7 @@ async def test_a_tick_takes_at_most_its_limit(
     assert len(receiver.for_endpoint("bulk")) == 5
 
 
-async def test_a_tick_also_keeps_retention(
+async def test_a_tick_also_ships_the_log_and_keeps_its_retention(
     api: Api, receiver: Receiver, stack: Stack, contract: OpenAPI
 ) -> None:
     endpoint = await create_endpoint(api, receiver, "kept", ["tick.kept"])
@@ -155,21 +159,32 @@ async def test_a_tick_also_keeps_retention(
     while await delivery_statuses(api, event_id) != {endpoint["id"]: "succeeded"}:
         assert (await tick(api, contract))[0] == 200
         await asyncio.sleep(0.2)
-    created = parse_iso((await api.call("GET", f"/v1/events/{event_id}"))[1]["timestamp"])
-    await asyncio.sleep(0.01)
-    # A retention shorter than the event's age: the next tick trims it, as the scheduler would.
-    settings = settings_for(stack).model_copy(
-        update={"retention_days": (now_ms() - created) / DAY_MS}
-    )
-    server = TestServer(await build_app(settings), host="127.0.0.1")
-    await server.start_server()
+    engine = sync_engine(settings_for(stack))
+
+    def logged() -> list[str]:
+        with engine.connect() as conn:
+            d = tables.deliveries.c
+            return list(conn.execute(sa.select(d.status).where(d.event_id == event_id)).scalars())
+
     try:
-        async with aiohttp.ClientSession() as session:
-            short = Api(session, str(server.make_url("")).rstrip("/"))
-            assert (await tick(short, contract))[0] == 200
+        assert logged() == ["succeeded"]
+        await asyncio.sleep(0.01)
+        # A retention shorter than the event's age: the next tick deletes it from the log,
+        # as the scheduler's shipper would.
+        settings = settings_for(stack).model_copy(
+            update={"retention_days": (now_ms() - id_time_ms(event_id)) / DAY_MS}
+        )
+        server = TestServer(await build_app(settings), host="127.0.0.1")
+        await server.start_server()
+        try:
+            async with aiohttp.ClientSession() as session:
+                short = Api(session, str(server.make_url("")).rstrip("/"))
+                assert (await tick(short, contract))[0] == 200
+        finally:
+            await server.close()
+        assert logged() == []
     finally:
-        await server.close()
-    assert (await api.call("GET", f"/v1/events/{event_id}"))[0] == 404
+        engine.dispose()
 
 
 async def test_only_the_cron_secret_opens_the_route(api: Api, contract: OpenAPI) -> None:

@@ -28,6 +28,8 @@ from tests.support.apikeys import make_key
 from tests.support.receiver import Receiver
 from tests.support.stack import ADMIN_KEY, Stack
 
+pytestmark = pytest.mark.both_logs
+
 CHROMIUM = Path("/usr/bin/chromium")
 # Debian's browser, never one Playwright downloads; nothing reaches out but to our server.
 CHROMIUM_ARGS = [

@@ -3,9 +3,10 @@
 For hosts that sleep when idle and keep no workers running: an outside clock calls this
 route, and each call claims what has come due (first attempts, retries, expired leases),
 sends it through a delivery engine in this process and records every attempt, as a worker
-would, then trims a slice of expired history, as the scheduler would. The lease taken
-before every send already keeps two senders off one delivery; a Redis lock on top turns an
-overlapping second tick away at once (409) instead of letting two ticks race for one batch.
+would, then ships the log and keeps its retention, as the scheduler's shipper would. The
+lease taken before every send already keeps two senders off one delivery; a Redis lock on
+top turns an overlapping second tick away at once (409) instead of letting two ticks race
+for one batch.
 
 The route has its own bearer secret (WEBHOOK_CRON_SECRET), not an API key: a scheduler on
 another platform holds it, and it can do nothing but this. While it is unset the route
@@ -39,7 +40,6 @@ from webhook_service.history.shipper import Shipper
 from webhook_service.store import keys
 from webhook_service.store.connect import RedisTimeouts, sync_client
 from webhook_service.store.due import claim_due, count_due
-from webhook_service.store.retention import TRIM_BUDGET, trim_async
 from webhook_service.store.scripts import Scripts
 from webhook_service.timeutil import now_ms
 from webhook_service.wiring import ConfigurationError, aiohttp_transport, delivery_engine
@@ -90,7 +90,6 @@ class Ticker:
         self._engine = engine
         self._batch = settings.batch_size
         self._grace_ms = int(settings.wakeup_grace * 1000)
-        self._retention_days = settings.retention_days
         # One engine batch finishes within a lease (every send is bounded by the request
         # timeout); the lock is renewed after each, so it outlives the tick only if we die.
         self.lock_seconds = settings.lease_seconds
@@ -112,9 +111,7 @@ class Ticker:
                 budget -= len(claimed)
                 results += await self._engine.run(claimed.ids)
                 await lock.reacquire()
-            # The scheduler's other chores: without a scheduler, retention is kept here,
-            # and the log shipped.
-            await trim_async(self._scripts, now_ms(), self._retention_days, max(TRIM_BUDGET, limit))
+            # The scheduler's other chore: without a scheduler, the log is shipped here.
             await self._ship()
             remaining = await count_due(self._redis, now_ms())
         finally:
@@ -123,16 +120,16 @@ class Ticker:
         return TickSummary.of(results, remaining)
 
     async def _ship(self) -> None:
-        """The outbox into SQL, in the shipper's own thread, a few batches at most: a log
-        database that is away leaves the records for the next tick, not an error."""
-        for _ in range(_SHIP_BATCHES):
-            try:
-                shipped = await asyncio.to_thread(self._shipper.ship_batch)
-            except sa.exc.SQLAlchemyError as exc:
-                Shipper.sql_trouble(exc)
-                return
-            if shipped < self._shipper.batch_size:
-                return
+        """The outbox into SQL, in the shipper's own thread, a few batches at most, then the
+        log's upkeep (partitions, retention) when due: a log database that is away leaves
+        the records for the next tick, not an error."""
+        try:
+            for _ in range(_SHIP_BATCHES):
+                if await asyncio.to_thread(self._shipper.ship_batch) < self._shipper.batch_size:
+                    break
+            await asyncio.to_thread(self._shipper.upkeep)
+        except sa.exc.SQLAlchemyError as exc:
+            Shipper.sql_trouble(exc)
 
 
 TICKER = web.AppKey("ticker", Ticker)

@@ -22,6 +22,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from webhook_service.config import Settings
+from webhook_service.history import partitions
+from webhook_service.timeutil import now_ms
 
 SQLITE_FILE = "log.sqlite3"
 # How long a SQLite connection waits for the write lock (another process migrating).
@@ -102,9 +104,11 @@ def async_engine(settings: Settings) -> AsyncEngine:
 
 
 def upgrade(engine: sa.Engine) -> None:
-    """Bring the log's schema up to this release's (the migrations in ``migrations/``)."""
+    """Bring the log's schema up to this release's (the migrations in ``migrations/``),
+    with PostgreSQL's day partitions made for today and the days ahead."""
     config = Config()
     config.set_main_option("script_location", str(files("webhook_service.history") / "migrations"))
     with engine.begin() as conn:
         config.attributes["connection"] = conn
         command.upgrade(config, "head")
+        partitions.ensure(conn, now_ms())

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from redis.lock import Lock
 
 from webhook_service.config import Settings
-from webhook_service.history import records, writer
+from webhook_service.history import partitions, records, retention, writer
 from webhook_service.log_window import LineWindow
 from webhook_service.store import keys
 from webhook_service.store.refusals import Backoff, refused
@@ -35,6 +35,11 @@ log = logging.getLogger(__name__)
 
 # The lock outlasts a slow batch: a standby takes over this long after a shipper dies.
 LOCK_SECONDS = 10.0
+# The upkeep between batches: PostgreSQL's day partitions made ahead about hourly (days
+# ahead, so a missed hour costs nothing); a retention pass this often, and at once again
+# while the last one left old rows.
+PARTITIONS_EVERY = 3600.0
+RETENTION_EVERY = 10.0
 _lines = LineWindow()
 
 
@@ -54,6 +59,8 @@ class Shipper:
         self._interval = settings.log_ship_interval
         self._lock: Lock = client.lock(keys.SHIPPER_LOCK, timeout=LOCK_SECONDS, blocking=False)
         self._held = False
+        self._retention_days = settings.retention_days
+        self._partitions_due = self._retention_due = 0.0  # time.monotonic()
 
     def _hold_lock(self) -> bool:
         if self._held:
@@ -94,12 +101,25 @@ class Shipper:
         what finished earlier and whose window has passed leaves now."""
         return release(self._scripts, now_ms(), self._hot_ms, 2 * self.batch_size, finished)
 
+    def upkeep(self) -> None:
+        """Day partitions made when due, then a retention pass when one is due."""
+        clock = time.monotonic()
+        if clock >= self._partitions_due:
+            with self._engine.begin() as conn:
+                partitions.ensure(conn, now_ms())
+            self._partitions_due = clock + PARTITIONS_EVERY
+        if clock >= self._retention_due:
+            pruned = retention.prune(self._engine, now_ms(), self._retention_days)
+            self._retention_due = clock + (0.0 if pruned.more else RETENTION_EVERY)
+
     def run(self, stop: threading.Event) -> None:
         log.info("log shipper running")
         backoff = Backoff()
         while not stop.is_set():
             try:
                 shipped = self.ship_once()
+                if self._held:
+                    self.upkeep()
             except redis.exceptions.RedisError as exc:
                 if not refused(exc, "shipping the delivery log"):
                     log.warning("store error; the shipper retries", exc_info=True)

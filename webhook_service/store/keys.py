@@ -51,7 +51,6 @@ stats:ep:{ep}:m:{minute}   hash   one endpoint's attempts in one minute: a (atte
 stats:ep:{ep}:h:{hour}     hash   the same per hour; expires after 26 h
 heartbeats                 zset   Celery worker hostname by the ms of its last heartbeat
 scheduler:tick             str    the ms the acting scheduler last finished a pass
-retention:cursor           str    the last event id the retention trim walked past
 schema                     str    the store's schema version, an integer (store/schema.py;
                                   none on a store written before it: schema 1)
 due                        zset   delivery id scored by the ms it next needs a worker
@@ -224,7 +223,6 @@ LUA_KEYS = {
     "events_by_key": PREFIX + "idx:events:key:",
     "metrics": METRICS,
     "ep_stats": PREFIX + "stats:ep:",
-    "retention_cursor": PREFIX + "retention:cursor",
     "due": DUE,
     "wakeup": PREFIX + "wakeup:",
     "idem": PREFIX + "idem:",

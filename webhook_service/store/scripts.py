@@ -29,7 +29,6 @@ NAMES = (
     "ratelimit",
     "replay",
     "expunge",
-    "trim",
     "release",
     "revive",
 )

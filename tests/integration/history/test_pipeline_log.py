@@ -1,9 +1,10 @@
 """The whole path into the SQL log, for real: API → Valkey → Celery worker → signed POST →
-record → outbox → the scheduler process's shipper → SQLite. Every attempt the receiver saw
-is in SQL exactly once."""
+record → outbox → the scheduler process's shipper → SQLite, and PostgreSQL. Every attempt
+the receiver saw is in SQL exactly once."""
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
 from tests.integration.conftest import Api, create_endpoint, send_event, settings_for, wait_for
@@ -11,6 +12,8 @@ from tests.support.receiver import Receiver
 from tests.support.stack import Stack
 from webhook_service.history import tables
 from webhook_service.history.database import sync_engine
+
+pytestmark = pytest.mark.both_logs
 
 
 async def test_every_attempt_the_receiver_saw_is_in_sql_once(

@@ -5,8 +5,6 @@ committed."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import cast
 
 import pytest
@@ -16,9 +14,7 @@ from redis.asyncio import Redis
 
 from tests.integration.conftest import save_endpoint
 from tests.support.stack import settings_of
-from webhook_service.embedded import EmbeddedValkey
 from webhook_service.history import records, tables, writer
-from webhook_service.history.database import sync_engine, upgrade
 from webhook_service.history.shipper import Shipper
 from webhook_service.ids import new_id
 from webhook_service.store import keys
@@ -26,26 +22,11 @@ from webhook_service.store.deliveries import Attempt, DeliveryStore, HealthPolic
 from webhook_service.store.events import EventStore, IdempotencyClaim
 from webhook_service.store.scripts import Scripts
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.both_logs]
 
 NOW = 1_800_000_000_000
 HEALTH = HealthPolicy(disable_after_ms=3_600_000, ops_budget=3)
 TYPE = "log.shipped"
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[sa.Engine]:
-    made = sync_engine(settings_of({"WEBHOOK_DATA_DIR": str(tmp_path)}))
-    upgrade(made)
-    yield made
-    made.dispose()
-
-
-@pytest.fixture
-def sync_redis(valkey: EmbeddedValkey) -> Iterator[redis.Redis]:
-    made = redis.Redis.from_url(valkey.url, decode_responses=True)
-    yield made
-    made.close()
 
 
 def _shipper(client: redis.Redis, engine: sa.Engine, batch: int = 2000) -> Shipper:
@@ -80,14 +61,14 @@ async def _one_delivery_with_two_attempts(client: Redis) -> tuple[str, str]:
 
 
 async def test_every_change_ships_once_and_the_outbox_is_trimmed(
-    client: Redis, sync_redis: redis.Redis, engine: sa.Engine
+    client: Redis, sync_redis: redis.Redis, log_engine: sa.Engine
 ) -> None:
     event_id, delivery_id = await _one_delivery_with_two_attempts(client)
     assert await client.xlen(keys.LOG_OUTBOX) == 3  # the event, two attempts
 
-    assert _shipper(sync_redis, engine).ship_batch() == 3
+    assert _shipper(sync_redis, log_engine).ship_batch() == 3
     assert await client.xlen(keys.LOG_OUTBOX) == 0
-    with engine.connect() as conn:
+    with log_engine.connect() as conn:
         event = conn.execute(sa.select(tables.events)).one()
         delivery = conn.execute(sa.select(tables.deliveries)).one()
         tried = conn.execute(sa.select(tables.attempts).order_by(tables.attempts.c.number)).all()
@@ -106,41 +87,41 @@ async def test_every_change_ships_once_and_the_outbox_is_trimmed(
 
 
 async def test_a_batch_written_twice_or_out_of_order_changes_nothing(
-    client: Redis, sync_redis: redis.Redis, engine: sa.Engine
+    client: Redis, sync_redis: redis.Redis, log_engine: sa.Engine
 ) -> None:
     await _one_delivery_with_two_attempts(client)
     entries = cast(list[records.Entry], sync_redis.xrange(keys.LOG_OUTBOX))
     batch = records.parse_all(entries)
 
     def snapshot() -> list[tuple[object, ...]]:
-        with engine.connect() as conn:
+        with log_engine.connect() as conn:
             return [
                 tuple(row)
                 for table in (tables.events, tables.deliveries, tables.attempts)
                 for row in conn.execute(sa.select(table))
             ]
 
-    with engine.begin() as conn:
+    with log_engine.begin() as conn:
         writer.write(conn, batch)
     once = snapshot()
     # Again whole; then the first attempt's record alone, late: the succeeded delivery
     # does not go back to pending.
     for again in (batch, batch[:2]):
-        with engine.begin() as conn:
+        with log_engine.begin() as conn:
             writer.write(conn, again)
         assert snapshot() == once
 
 
 async def test_two_shippers_at_once_write_each_record_once(
-    client: Redis, sync_redis: redis.Redis, engine: sa.Engine
+    client: Redis, sync_redis: redis.Redis, log_engine: sa.Engine
 ) -> None:
     for _ in range(5):
         await _one_delivery_with_two_attempts(client)
-    first, second = _shipper(sync_redis, engine, 4), _shipper(sync_redis, engine, 4)
+    first, second = _shipper(sync_redis, log_engine, 4), _shipper(sync_redis, log_engine, 4)
     # Both read before either trims: each writes what the other may write too.
     while first.ship_batch() + second.ship_batch():
         pass
-    with engine.connect() as conn:
+    with log_engine.connect() as conn:
         counts = [
             conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
             for t in (tables.events, tables.deliveries, tables.attempts)

@@ -1,5 +1,10 @@
 """The delivery log: events, deliveries, attempts.
 
+On PostgreSQL each is partitioned by range of ``created_ms``, a partition per UTC day
+(``history/partitions.py`` makes the days; retention drops them whole), with a DEFAULT
+partition for any row no day takes. Indexes are declared on the parent; PostgreSQL makes
+them on every partition. Elsewhere (SQLite) they are plain tables.
+
 Revision ID: 0001
 Revises:
 Create Date: 2026-12-01
@@ -8,10 +13,16 @@ Create Date: 2026-12-01
 import sqlalchemy as sa
 from alembic import op
 
+from webhook_service.history.partitions import PARTITIONED, default_partition
+
 revision = "0001"
 down_revision = None
 branch_labels = None
 depends_on = None
+
+
+# PostgreSQL's partitioning of each table (other dialects ignore the option).
+_BY_DAY = "RANGE (created_ms)"
 
 
 def upgrade() -> None:
@@ -25,6 +36,7 @@ def upgrade() -> None:
         sa.Column("body", sa.Text),
         sa.Column("expunged_ms", sa.BigInteger),
         sa.PrimaryKeyConstraint("id", "created_ms"),
+        postgresql_partition_by=_BY_DAY,
     )
     op.create_index("events_by_type", "events", ["type", "id"])
     op.create_index("events_by_key", "events", ["key_id", "id"])
@@ -44,6 +56,7 @@ def upgrade() -> None:
         sa.Column("last_class", sa.Text),
         sa.Column("log_seq", sa.BigInteger, nullable=False),
         sa.PrimaryKeyConstraint("id", "created_ms"),
+        postgresql_partition_by=_BY_DAY,
     )
     # One per filter the history offers, newest first by id within it.
     for name, columns in (
@@ -68,4 +81,8 @@ def upgrade() -> None:
         sa.Column("request_headers", sa.JSON, nullable=False),
         sa.Column("response_headers", sa.JSON, nullable=False),
         sa.PrimaryKeyConstraint("delivery_id", "number", "created_ms"),
+        postgresql_partition_by=_BY_DAY,
     )
+    if op.get_context().dialect.name == "postgresql":
+        for table in PARTITIONED:
+            op.execute(f'CREATE TABLE "{default_partition(table)}" PARTITION OF "{table}" DEFAULT')
