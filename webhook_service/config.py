@@ -125,6 +125,9 @@ class Settings(BaseSettings):
     # Outbox records Redis may hold while SQL is away; past it ingest answers 503 rather
     # than let Redis fill. About 0.5 KiB each at fan-out 3: the default is ~500 MiB.
     log_backlog_max: int = Field(1_000_000, ge=1)
+    # /readyz reports the log `lagging` once its oldest unshipped record is this old; the
+    # API stays ready (it still takes events) until the backlog reaches the cap above.
+    log_max_lag: float = Field(60.0, gt=0, allow_inf_nan=False)
     # A finished delivery, and an event whose deliveries are all finished, stay in Redis
     # this long after their log records are in SQL; then only SQL holds them.
     hot_seconds: float = Field(60.0, ge=0, le=3600, allow_inf_nan=False)

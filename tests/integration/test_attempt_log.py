@@ -25,7 +25,7 @@ async def _delivery(client: Redis, scripts: Scripts, budget: int = 3) -> str:
     await save_endpoint(scripts, TYPE, NOW)
     accepted = await EventStore(client, scripts).accept(
         event_id=new_id("msg", NOW), event_type=TYPE, body="{}", key_id="key_1", now_ms=NOW,
-        budget=budget, grace_ms=1000, idempotency=None, wakeup=None,
+        budget=budget, grace_ms=1000, idempotency=None, wakeup=None, backlog_max=1_000_000,
     )  # fmt: skip
     (delivery_id,) = accepted.delivery_ids
     return delivery_id

@@ -43,7 +43,7 @@ async def _legacy_endpoint(client: Redis, at: int) -> str:
 async def _accept(events: EventStore, event_id: str, now: int) -> tuple[str, ...]:
     accepted = await events.accept(
         event_id=event_id, event_type=TYPE, body="{}", key_id="key_1", now_ms=now,
-        budget=3, grace_ms=1000, idempotency=None, wakeup=None,
+        budget=3, grace_ms=1000, idempotency=None, wakeup=None, backlog_max=1_000_000,
     )  # fmt: skip
     return accepted.delivery_ids
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.conftest import Api, create_endpoint, send_event, wait_for
 from tests.support.receiver import Receiver
-from tests.support.stack import ADMIN_KEY
+from tests.support.stack import ADMIN_KEY, Stack
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -110,3 +112,24 @@ async def test_metrics_need_the_admin_scope(api: Api) -> None:
     assert status == 201
     status, problem, _ = await api.call("GET", "/metrics", key=reader["key"])
     assert status == 403, problem
+
+
+async def test_the_log_backlog_and_its_lag(stack: Stack, api: Api) -> None:
+    """With no shipper the outbox grows and ages; with one it empties, and the lag is 0."""
+    stack.terminate("scheduler")
+    try:
+        before = _get(await _scrape(api), "webhook_log_backlog")
+        for n in range(5):
+            await send_event(api, "metrics.unsubscribed", {"n": n})
+        await asyncio.sleep(1.1)
+        waiting = await _scrape(api)
+        assert _get(waiting, "webhook_log_backlog") >= before + 5
+        assert _get(waiting, "webhook_log_lag_seconds") >= 1.0
+    finally:
+        stack.start("scheduler")
+
+    async def shipped() -> bool:
+        now = await _scrape(api)
+        return _get(now, "webhook_log_backlog") == _get(now, "webhook_log_lag_seconds") == 0
+
+    await wait_for(shipped)

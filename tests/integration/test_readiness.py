@@ -11,7 +11,8 @@ import pytest
 import redis
 from aiohttp.test_utils import TestServer
 
-from tests.integration.conftest import Api, settings_for, wait_for
+from tests.integration.conftest import Api, serve_api, settings_for, wait_for
+from tests.support.log_away import start_shipless_scheduler
 from tests.support.replies import members
 from tests.support.stack import Stack
 from webhook_service.api.context import SERVICES
@@ -20,7 +21,7 @@ from webhook_service.store import keys
 from webhook_service.store.liveness import HEARTBEAT_MAX_AGE_MS
 from webhook_service.timeutil import now_ms
 
-CHECKS = {"redis", "aof", "noeviction", "worker_heartbeat", "scheduler"}
+CHECKS = {"redis", "aof", "noeviction", "worker_heartbeat", "scheduler", "log"}
 
 
 @pytest.fixture
@@ -101,3 +102,43 @@ async def test_unreachable_redis_fails_every_check(stack: Stack) -> None:
             assert {name for name, c in body["checks"].items() if not c["ok"]} == CHECKS
     finally:
         await server.close()
+
+
+async def _send(api: Api) -> int:
+    """An event no endpoint takes: one outbox record."""
+    status, _, _ = await api.call("POST", "/v1/events", json={"type": "ready.t", "data": {}})
+    return status
+
+
+async def test_a_lagging_log_is_named_and_only_a_full_backlog_fails(stack: Stack) -> None:
+    """The log's database away: the outbox ages (lagging, still ready: events are taken),
+    then fills (unready: ingest refuses); the log back, both clear."""
+    settings = settings_for(stack).model_copy(update={"log_max_lag": 1.0, "log_backlog_max": 20})
+    async with serve_api(settings) as (_, api):
+
+        async def log_state(expected: str) -> bool:
+            _, body = await _ready(api)
+            state: str = body["checks"]["log"]["state"]
+            return state == expected
+
+        await wait_for(lambda: log_state("ok"))
+        stack.terminate("scheduler")
+        start_shipless_scheduler(stack)
+        try:
+            assert await _send(api) == 202
+            await wait_for(lambda: log_state("lagging"))
+            status, body = await _ready(api)
+            assert (status, body["status"], await _failing(api)) == (200, "ready", set())
+            assert "the oldest" in body["checks"]["log"]["detail"]
+
+            # A cap of 20: the last of 21 is refused at the latest.
+            assert 503 in [await _send(api) for _ in range(21)]
+            status, body = await _ready(api)
+            assert (status, await _failing(api)) == (503, {"log"})
+            assert body["checks"]["log"]["state"] == "failing"
+            assert "new events are refused" in body["checks"]["log"]["detail"]
+        finally:
+            stack.terminate("scheduler")
+            stack.start("scheduler")
+        await wait_for(lambda: log_state("ok"))
+        assert (await _ready(api))[0] == 200

@@ -95,6 +95,7 @@ async def _accept_many(events: EventStore, sent: list[tuple[str, str]]) -> list[
                 events.accept(
                     event_id=event_id, event_type=event_type, body="{}", key_id=key_id,
                     now_ms=at, budget=1, grace_ms=30_000, idempotency=None, wakeup=None,
+                    backlog_max=1_000_000,
                 )
             )  # fmt: skip
         await asyncio.gather(*chunk)

@@ -33,6 +33,9 @@ routes = web.RouteTableDef()
 # How long a strict-mode request may hold its idempotency key before others may replay it.
 _IN_FLIGHT_MS = 10_000
 _WAITAOF_TIMEOUT_MS = 2000
+# The backlog drains a batch at a time once the log's database is back (thousands of records
+# a second); a producer asking again sooner only adds requests to refuse.
+_BACKLOG_RETRY_AFTER = "5"
 
 
 def _accepted(event_id: str, event_type: str, created_ms: int, fanout: int) -> dict[str, Any]:
@@ -78,7 +81,10 @@ async def post_event(request: web.Request) -> web.Response:
         idempotency=claim,
         # Strict mode wakes workers only once the event is on disk, from here.
         wakeup=None if svc.strict_durability else svc.waker.inline,
+        backlog_max=svc.settings.log_backlog_max,
     )
+    if accepted.outcome == "backlog_full":
+        raise _backlog_full(svc.settings.log_backlog_max)
     problem = outcome_problem(accepted.outcome)
     if problem is not None:
         raise problem
@@ -92,6 +98,17 @@ async def post_event(request: web.Request) -> web.Response:
     if accepted.delivery_ids and not accepted.woken:
         await svc.waker.wake(accepted.delivery_ids, retry=False)
     return _json_202(reply)
+
+
+def _backlog_full(backlog_max: int) -> ProblemError:
+    return ProblemError(
+        503,
+        "The delivery log's database is behind: Redis holds as many log records waiting "
+        f"for it as it may (WEBHOOK_LOG_BACKLOG_MAX, {backlog_max}). Nothing was stored; "
+        "retry after Retry-After. Deliveries already accepted go on.",
+        kind="log-backlog-full",
+        headers={"Retry-After": _BACKLOG_RETRY_AFTER},
+    )
 
 
 def _json_202(reply: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from webhook_service.api.context import services
-from webhook_service.store.liveness import evaluate, server_facts
+from webhook_service.store.liveness import Bounds, evaluate, server_facts
 from webhook_service.timeutil import now_ms
 
 routes = web.RouteTableDef()
@@ -18,17 +18,18 @@ async def healthz(request: web.Request) -> web.Response:
 
 @routes.get("/readyz")
 async def readyz(request: web.Request) -> web.Response:
-    """Redis answers with AOF on and noeviction, a worker beat within 30 s, and the
-    scheduler passes in time; 503 naming what fails otherwise. No key needed."""
+    """Redis answers with AOF on and noeviction, a worker beat within 30 s, the scheduler
+    passes in time, and the log's backlog is below its cap; 503 naming what fails
+    otherwise. A lagging log is named but leaves the answer 200. No key needed."""
     svc = services(request)
-    checks = evaluate(
-        await server_facts(svc.redis), now_ms(), int(svc.settings.scheduler_max_lag * 1000)
-    )
+    checks = evaluate(await server_facts(svc.redis), now_ms(), Bounds.of(svc.settings))
     ready = all(check.ok for check in checks)
     return web.json_response(
         {
             "status": "ready" if ready else "unready",
-            "checks": {c.name: {"ok": c.ok, "detail": c.detail} for c in checks},
+            "checks": {
+                c.name: {"ok": c.ok, "state": c.state.value, "detail": c.detail} for c in checks
+            },
         },
         status=200 if ready else 503,
     )

@@ -3,7 +3,8 @@
 The figures are cluster-wide: they live in Redis (``store/telemetry.py``), written by the
 Lua steps of every worker and API process, and a scrape turns one snapshot of them into
 metric families through a collector. Labels are bounded: outcome, class, queue, reason,
-cause.
+cause. The log's backlog (records in the outbox, the age of the oldest) is read there too:
+while SQL is away it grows in Redis, and that is where an operator must see it.
 
 Two families are this process's own: the store's refusals by cause, counted where they
 happen, and whether this scrape could read the store. They are exactly what is wanted
@@ -30,7 +31,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from webhook_service.api.context import services
 from webhook_service.api.problems import Handler, ProblemError
 from webhook_service.store import buckets
-from webhook_service.store.history import STATUS_CLASSES
+from webhook_service.store.deliveries import STATUS_CLASSES
 from webhook_service.store.refusals import REFUSALS, Refusal, refused
 from webhook_service.store.telemetry import Snapshot, count_rejection, snapshot
 from webhook_service.timeutil import now_ms
@@ -109,6 +110,17 @@ class SnapshotCollector(Collector):
         )
         yield GaugeMetricFamily(
             "webhook_endpoints_disabled", "Disabled endpoints.", value=data.endpoints_disabled
+        )
+        yield GaugeMetricFamily(
+            "webhook_log_backlog",
+            "Log records in the Redis outbox not yet written to the SQL log; ingest answers "
+            "503 once there are WEBHOOK_LOG_BACKLOG_MAX.",
+            value=data.log_backlog.records,
+        )
+        yield GaugeMetricFamily(
+            "webhook_log_lag_seconds",
+            "How long the oldest record in the log outbox has waited for SQL; 0 when none.",
+            value=data.log_backlog.lag_ms(self._now) / 1000,
         )
         if data.scheduler_tick_ms is not None:
             yield GaugeMetricFamily(

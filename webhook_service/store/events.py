@@ -36,7 +36,8 @@ class InlineWakeup:
 
 @dataclass(frozen=True)
 class Accepted:
-    outcome: Literal["created", "replay", "mismatch", "in_flight"]
+    # backlog_full: the log outbox holds `backlog_max` records; nothing was stored.
+    outcome: Literal["created", "replay", "mismatch", "in_flight", "backlog_full"]
     event_id: str = ""
     event_type: str = ""
     created_ms: int = 0
@@ -81,6 +82,7 @@ class EventStore:
         grace_ms: int,
         idempotency: IdempotencyClaim | None,
         wakeup: InlineWakeup | None,
+        backlog_max: int,
     ) -> Accepted:
         idem = idempotency
         reply = await self._scripts.run(
@@ -96,6 +98,7 @@ class EventStore:
                 wakeup.queue if wakeup else "", wakeup.template if wakeup else "",
                 wakeup.batch if wakeup else 0,
                 idem.key if idem else "",
+                backlog_max,
             ],
         )  # fmt: skip
         outcome = reply[0]

@@ -1,20 +1,25 @@
 """Signs of life the other roles leave in Redis, and the readiness verdict built from them.
 
 Workers write a heartbeat (their hostname, scored by time) and the acting scheduler the
-time of its last pass; ``/readyz`` and ``/metrics`` read them. A check is a name, a verdict
-and why, so an operator sees which one fails.
+time of its last pass; ``/readyz`` and ``/metrics`` read them, and the log outbox's backlog.
+A check is a name, a verdict and why, so an operator sees which one fails. One verdict is
+between passing and failing: ``lagging``, the log's database behind while the API still
+takes events, which is worth a look but no reason to send producers elsewhere.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, cast
 
 import redis
 import redis.asyncio
 
+from webhook_service.config import Settings
 from webhook_service.store import keys
+from webhook_service.store.telemetry import LogBacklog
 
 HEARTBEAT_MAX_AGE_MS = 30_000
 # Heartbeats of workers gone for this long are dropped, so the set stays small.
@@ -32,11 +37,39 @@ def tick(client: redis.Redis, now_ms: int) -> None:
     client.set(keys.SCHEDULER_TICK, now_ms)
 
 
+class State(StrEnum):
+    OK = "ok"
+    LAGGING = "lagging"  # reported, but still ready
+    FAILING = "failing"
+
+
 @dataclass(frozen=True)
 class Check:
     name: str
-    ok: bool
+    state: State
     detail: str
+
+    @property
+    def ok(self) -> bool:
+        """Whether this check leaves the deployment ready (a lagging one does)."""
+        return self.state is not State.FAILING
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What the checks compare against, in ms and records."""
+
+    scheduler_max_lag_ms: int
+    log_max_lag_ms: int
+    log_backlog_max: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> Bounds:
+        return cls(
+            int(settings.scheduler_max_lag * 1000),
+            int(settings.log_max_lag * 1000),
+            settings.log_backlog_max,
+        )
 
 
 @dataclass(frozen=True)
@@ -45,6 +78,7 @@ class ServerFacts:
     memory: Mapping[str, Any]
     last_heartbeat_ms: int | None
     last_tick_ms: int | None
+    log_backlog: LogBacklog
 
 
 async def server_facts(client: redis.asyncio.Redis) -> ServerFacts | None:
@@ -55,7 +89,8 @@ async def server_facts(client: redis.asyncio.Redis) -> ServerFacts | None:
             pipe.info("memory")
             pipe.zrange(keys.HEARTBEATS, -1, -1, withscores=True)
             pipe.get(keys.SCHEDULER_TICK)
-            persistence, memory, newest, tick_ms = await pipe.execute()
+            LogBacklog.read(pipe)
+            persistence, memory, newest, tick_ms, *backlog = await pipe.execute()
     except redis.RedisError:
         return None
     beats = cast(list[tuple[str, float]], newest)
@@ -64,29 +99,54 @@ async def server_facts(client: redis.asyncio.Redis) -> ServerFacts | None:
         memory,
         int(beats[0][1]) if beats else None,
         int(tick_ms) if tick_ms else None,
+        LogBacklog.parse(*backlog),
     )
 
 
-def _age(now_ms: int, then_ms: int | None, bound_ms: int, what: str) -> tuple[bool, str]:
+def _passes(ok: bool) -> State:
+    return State.OK if ok else State.FAILING
+
+
+def _age(now_ms: int, then_ms: int | None, bound_ms: int, what: str) -> tuple[State, str]:
     if then_ms is None:
-        return False, f"no {what} seen yet"
+        return State.FAILING, f"no {what} seen yet"
     age = max(0, now_ms - then_ms)
-    return age <= bound_ms, f"last {what} {age / 1000:.1f} s ago (bound {bound_ms / 1000:g} s)"
+    seen = f"last {what} {age / 1000:.1f} s ago (bound {bound_ms / 1000:g} s)"
+    return _passes(age <= bound_ms), seen
 
 
-def evaluate(facts: ServerFacts | None, now_ms: int, max_scheduler_lag_ms: int) -> list[Check]:
+def _log(backlog: LogBacklog, now_ms: int, bounds: Bounds) -> tuple[State, str]:
+    """Failing only when the backlog is full, when ingest refuses events anyway; a lag
+    alone leaves the API ready, as it still takes events and delivery goes on."""
+    if backlog.records >= bounds.log_backlog_max:
+        return State.FAILING, (
+            f"{backlog.records} log records wait for SQL, the most Redis may hold "
+            f"({bounds.log_backlog_max}): new events are refused"
+        )
+    if backlog.oldest_ms is None:
+        return State.OK, "every log record is in SQL"
+    lag = backlog.lag_ms(now_ms)
+    seen = (
+        f"{backlog.records} log records wait for SQL, the oldest {lag / 1000:.1f} s "
+        f"(bound {bounds.log_max_lag_ms / 1000:g} s)"
+    )
+    return (State.OK, seen) if lag <= bounds.log_max_lag_ms else (State.LAGGING, seen)
+
+
+def evaluate(facts: ServerFacts | None, now_ms: int, bounds: Bounds) -> list[Check]:
     if facts is None:
         down = "Redis did not answer"
-        names = ("redis", "aof", "noeviction", "worker_heartbeat", "scheduler")
-        return [Check(name, False, down) for name in names]
+        names = ("redis", "aof", "noeviction", "worker_heartbeat", "scheduler", "log")
+        return [Check(name, State.FAILING, down) for name in names]
     aof = int(facts.persistence.get("aof_enabled", 0)) == 1
     policy = str(facts.memory.get("maxmemory_policy", "noeviction"))
     workers = _age(now_ms, facts.last_heartbeat_ms, HEARTBEAT_MAX_AGE_MS, "worker heartbeat")
-    scheduler = _age(now_ms, facts.last_tick_ms, max_scheduler_lag_ms, "scheduler pass")
+    scheduler = _age(now_ms, facts.last_tick_ms, bounds.scheduler_max_lag_ms, "scheduler pass")
     return [
-        Check("redis", True, "reachable"),
-        Check("aof", aof, "appendonly yes" if aof else "AOF is off: a crash loses events"),
-        Check("noeviction", policy == "noeviction", f"maxmemory-policy {policy}"),
+        Check("redis", State.OK, "reachable"),
+        Check("aof", _passes(aof), "appendonly yes" if aof else "AOF is off: a crash loses events"),
+        Check("noeviction", _passes(policy == "noeviction"), f"maxmemory-policy {policy}"),
         Check("worker_heartbeat", *workers),
         Check("scheduler", *scheduler),
+        Check("log", *_log(facts.log_backlog, now_ms, bounds)),
     ]

@@ -23,11 +23,36 @@ from dataclasses import dataclass
 from typing import cast
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from webhook_service.store import keys
 
 # Endpoints read per pipeline when counting disabled ones and their leases.
 _CHUNK = 1000
+
+
+@dataclass(frozen=True)
+class LogBacklog:
+    """The log outbox: records not yet in SQL, and when the oldest was written (its stream
+    id's time, from the Redis server's clock)."""
+
+    records: int
+    oldest_ms: int | None
+
+    @staticmethod
+    def read(pipe: Pipeline) -> None:
+        """Queue what ``parse`` needs: two replies, read in O(1) whatever the backlog."""
+        pipe.xlen(keys.LOG_OUTBOX)
+        pipe.xrange(keys.LOG_OUTBOX, "-", "+", count=1)
+
+    @classmethod
+    def parse(cls, length: int, first: list[tuple[str, dict[str, str]]]) -> LogBacklog:
+        return cls(int(length), int(first[0][0].partition("-")[0]) if first else None)
+
+    def lag_ms(self, now_ms: int) -> int:
+        """How long the oldest record has waited; 0 when none does. Never negative: the
+        record's time is the Redis server's, ``now_ms`` this process's."""
+        return 0 if self.oldest_ms is None else max(0, now_ms - self.oldest_ms)
 
 
 @dataclass(frozen=True)
@@ -37,6 +62,7 @@ class Snapshot:
     leases_in_flight: int
     endpoints_disabled: int
     scheduler_tick_ms: int | None
+    log_backlog: LogBacklog
 
 
 async def count_rejection(redis: Redis, kind: str) -> None:
@@ -53,7 +79,8 @@ async def snapshot(redis: Redis, now_ms: int) -> Snapshot:
         pipe.zcard(keys.deliveries_by_status("failed"))
         pipe.zrange(keys.ENDPOINTS, 0, -1)
         pipe.get(keys.SCHEDULER_TICK)
-        counters, fresh, retry, due, failed, endpoints, tick = await pipe.execute()
+        LogBacklog.read(pipe)
+        counters, fresh, retry, due, failed, endpoints, tick, *backlog = await pipe.execute()
     disabled, leases = await _endpoint_gauges(redis, cast(list[str], endpoints), now_ms)
     return Snapshot(
         counters=counters,
@@ -61,6 +88,7 @@ async def snapshot(redis: Redis, now_ms: int) -> Snapshot:
         leases_in_flight=leases,
         endpoints_disabled=disabled,
         scheduler_tick_ms=int(tick) if tick else None,
+        log_backlog=LogBacklog.parse(*backlog),
     )
 
 

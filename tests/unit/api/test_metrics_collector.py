@@ -6,9 +6,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from webhook_service.api.metrics import DURATION_TOP, SnapshotCollector
-from webhook_service.store.telemetry import Snapshot
+from webhook_service.store.telemetry import LogBacklog, Snapshot
 
 NOW = 1_800_000_000_000
+BACKLOG = LogBacklog(40, NOW - 2500)
 
 
 def _samples(snapshot: Snapshot) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -22,10 +23,14 @@ def _samples(snapshot: Snapshot) -> dict[tuple[str, tuple[tuple[str, str], ...]]
     }
 
 
-def _snapshot(counters: dict[str, str], tick: int | None = NOW - 1500) -> Snapshot:
+def _snapshot(
+    counters: dict[str, str],
+    tick: int | None = NOW - 1500,
+    backlog: LogBacklog = BACKLOG,
+) -> Snapshot:
     depths = {"fresh": 3, "retry": 1, "due": 7, "failed": 2}
     return Snapshot(counters, depths, leases_in_flight=4, endpoints_disabled=1,
-                    scheduler_tick_ms=tick)  # fmt: skip
+                    scheduler_tick_ms=tick, log_backlog=backlog)  # fmt: skip
 
 
 def test_counters_gauges_and_labels() -> None:
@@ -51,6 +56,8 @@ def test_counters_gauges_and_labels() -> None:
     assert samples[("webhook_leases_in_flight", ())] == 4
     assert samples[("webhook_endpoints_disabled", ())] == 1
     assert samples[("webhook_scheduler_lag_seconds", ())] == 1.5
+    assert samples[("webhook_log_backlog", ())] == 40
+    assert samples[("webhook_log_lag_seconds", ())] == 2.5
 
 
 def test_histograms_are_cumulative_with_everything_in_inf() -> None:
@@ -70,3 +77,9 @@ def test_histograms_are_cumulative_with_everything_in_inf() -> None:
 
 def test_no_scheduler_pass_yet_means_no_lag_figure() -> None:
     assert ("webhook_scheduler_lag_seconds", ()) not in _samples(_snapshot({}, tick=None))
+
+
+def test_an_empty_outbox_has_no_lag() -> None:
+    samples = _samples(_snapshot({}, backlog=LogBacklog(0, None)))
+    assert samples[("webhook_log_backlog", ())] == 0
+    assert samples[("webhook_log_lag_seconds", ())] == 0

@@ -4,6 +4,8 @@
 --       idem_ttl_s, idem_state ('done' | 'in_flight'), idem_until_ms, budget, grace_ms,
 --       wake_queue ('' = the API wakes workers itself, if at all), wake_template, wake_batch,
 --       idempotency key as the producer sent it ('' = none: for the log)
+--       backlog_max (outbox records past which a new event is refused: the log's database
+--       is behind, and Redis must not fill with what it has not taken)
 local now = tonumber(ARGV[1])
 local event_id, etype, body, key_id = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local idem_key = ARGV[6]
@@ -18,6 +20,10 @@ if idem_key ~= '' then
     return {'replay', rec[3], etype, id_time(rec[3]), tonumber(rec[5])}
   end
 end
+
+-- Only here, before anything is written: a replay above stores nothing, and the record
+-- and retry scripts are never refused, so delivery goes on while the log is behind.
+if redis.call('XLEN', K.outbox) >= tonumber(ARGV[17]) then return {'backlog_full'} end
 
 local budget, due_at = tonumber(ARGV[11]), now + tonumber(ARGV[12])
 local endpoints = redis.call('SUNION', K.sub_type .. etype, K.sub_all)
