@@ -71,11 +71,47 @@ class NextLease:
 
 
 @dataclass(frozen=True)
+class RecordArgs:
+    """record.lua's arguments, in the order its head names them."""
+
+    delivery_id: str
+    token: str
+    now_ms: int
+    attempt: Attempt
+    outcome: Outcome
+    delay_ms: int | None  # None: no more tries
+    health: HealthPolicy
+    next_lease: NextLease | None = None
+
+    def argv(self) -> list[str | int | float]:
+        a, lease = self.attempt, self.next_lease
+        # Operational events this attempt may cause need ids and a timestamp; Lua makes
+        # neither.
+        ops_ids = [new_id("msg", self.now_ms) for _ in range(3)]
+        return [
+            self.now_ms, self.token, self.delivery_id, a.to_json(), self.outcome,
+            -1 if self.delay_ms is None else self.delay_ms,
+            "" if a.status_code is None else a.status_code, a.error or "",
+            self.health.disable_after_ms, iso(self.now_ms), self.health.ops_budget, *ops_ids,
+            # No token: the parked delivery is left to the scheduler.
+            *((lease.token, lease.lease_ms, lease.max_in_flight) if lease else ("", 0, 0)),
+        ]  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Recorded:
-    status: str  # the delivery's status now, or 'stale' if the lease was no longer ours
+    status: Status | Literal["stale"]  # 'stale': the lease was no longer ours
     attempts: int
     # The parked delivery record leased (NextLease), or why it could not: send it next.
     next: LeaseResult | None = None
+
+    @classmethod
+    def parse(cls, reply: list[Any]) -> Recorded:
+        """record.lua's reply: {'stale'} or {status, attempts[, the parked one's lease row]}."""
+        if reply[0] == "stale":
+            return cls("stale", 0)
+        following = LeaseResult.from_rows(reply[2:]) if len(reply) > 2 else None
+        return cls(reply[0], int(reply[1]), following)
 
 
 @dataclass(frozen=True)
@@ -191,25 +227,10 @@ class DeliveryStore:
         next_lease: NextLease | None = None,
     ) -> Recorded:
         """The delivery's new status (or 'stale': the lease was lost) and what comes next."""
-        taking: list[str | int] = ["", 0, 0]  # no token: the parked one is left to the scheduler
-        if next_lease is not None:
-            taking = [next_lease.token, next_lease.lease_ms, next_lease.max_in_flight]
-        # Operational events this attempt may cause need ids and a timestamp; Lua makes neither.
-        ops_ids = [new_id("msg", now_ms) for _ in range(3)]
-        reply = await self._scripts.run(
-            "record",
-            [
-                now_ms, token, delivery_id, attempt.to_json(), outcome,
-                -1 if delay_ms is None else delay_ms,
-                "" if attempt.status_code is None else attempt.status_code,
-                attempt.error or "",
-                health.disable_after_ms, iso(now_ms), health.ops_budget, *ops_ids, *taking,
-            ],
-        )  # fmt: skip
-        if reply[0] == "stale":
-            return Recorded("stale", 0)
-        following = LeaseResult.from_rows(reply[2:]) if len(reply) > 2 else None
-        return Recorded(reply[0], int(reply[1]), following)
+        args = RecordArgs(
+            delivery_id, token, now_ms, attempt, outcome, delay_ms, health, next_lease
+        )
+        return Recorded.parse(await self._scripts.run("record", args.argv()))
 
     async def retry(self, delivery_ids: Sequence[str], now_ms: int, grace_ms: int) -> list[str]:
         """Per id: 'ok', 'pending' (already on its way) or 'missing'."""

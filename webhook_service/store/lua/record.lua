@@ -5,18 +5,26 @@
 -- failing, or a 410, disables it. Health changes become operational events.
 -- The attempt itself goes only to the log outbox (log_state): Redis keeps the delivery's
 -- state, the log keeps its history.
--- ARGV: now_ms, token, id, attempt_json, outcome ('ok'|'fail'|'gone'),
---       delay_ms (-1 = no more tries), code ('' = none), error ('' = none),
---       disable_after_ms, now_iso, ops_budget, ops event ids (3),
---       next_token ('' = leave a parked delivery to the scheduler), lease_ms, max_in_flight
-local now, token, id = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+-- ARGV (store/deliveries.py RecordArgs.argv gives them in this order):
+local now = tonumber(ARGV[1])
+local token = ARGV[2]                 -- the lease this attempt was sent under
+local id = ARGV[3]                    -- the delivery
+local attempt_json = ARGV[4]          -- the attempt, as the log keeps it
+local outcome = ARGV[5]               -- 'ok' | 'fail' | 'gone' (store/deliveries.py Outcome)
+local delay = tonumber(ARGV[6])       -- ms to the next try; -1: no more tries
+local code, err = ARGV[7], ARGV[8]    -- the status code, the error class ('' = none)
+local disable_after = tonumber(ARGV[9])  -- ms of failing that disables the endpoint
+local ctx = {now = now, iso = ARGV[10], budget = tonumber(ARGV[11]),  -- for ops events:
+  ids = {ARGV[12], ARGV[13], ARGV[14]}}                                -- time, budget, ids
+local next_token = ARGV[15]           -- lease the parked delivery with it ('' = don't)
+local next_lease_ms, next_max = tonumber(ARGV[16]), tonumber(ARGV[17])
+
 local key = K.delivery .. id
 local d = redis.call('HMGET', key, 'lease', 'status', 'attempts', 'budget', 'endpoint', 'type',
   'event')
 if d[1] ~= token or d[2] ~= 'pending' then return {'stale'} end
 local ep, event_id = delivery_endpoint(id, d[5]), delivery_event(id, d[7])
 local etype = delivery_type(id, d[6], d[7])
-local outcome, delay, code, err = ARGV[5], tonumber(ARGV[6]), ARGV[7], ARGV[8]
 local attempts = tonumber(d[3]) + 1
 
 redis.call('ZREM', K.inflight .. ep, id)
@@ -24,12 +32,9 @@ redis.call('ZREM', K.inflight .. ep, id)
 -- for the caller at the end (after this attempt's own changes, which may have disabled the
 -- endpoint), which saves a round trip per delivery to an endpoint at its limit; without,
 -- its due entry two seconds on brings it to the scheduler.
-local next_token = ARGV[15]
 local parked = redis.call('ZPOPMIN', K.parked .. ep)
 if parked[1] and next_token == '' then redis.call('ZADD', K.due, now + 2000, parked[1]) end
 
-local ctx = {now = now, iso = ARGV[10], budget = tonumber(ARGV[11]),
-  ids = {ARGV[12], ARGV[13], ARGV[14]}}
 local ep_key = K.endpoint .. ep
 local ep_exists = redis.call('EXISTS', ep_key) == 1
 -- Operational events about operational events could chase each other forever.
@@ -71,7 +76,7 @@ else
           last_error = (err ~= '' and err) or cjson.null})
       end
       local since = tonumber(redis.call('HGET', ep_key, 'failing_since'))
-      if since and now - since >= tonumber(ARGV[9]) then disabled('failing') end
+      if since and now - since >= disable_after then disabled('failing') end
     end
   else
     status = 'pending'
@@ -98,11 +103,11 @@ if status ~= 'pending' then
 end
 redis.call('HSET', key, unpack(set))
 redis.call('HDEL', key, unpack(dead))
-note_attempt(id, ep, status, code, err, ARGV[4], now)
+note_attempt(id, ep, status, code, err, attempt_json, now)
 count_outcome(status)
-log_state(id, ARGV[4])
+log_state(id, attempt_json)
 if parked[1] and next_token ~= '' then
   return {status, attempts,
-    lease_one(parked[1], now, next_token, tonumber(ARGV[16]), tonumber(ARGV[17]))}
+    lease_one(parked[1], now, next_token, next_lease_ms, next_max)}
 end
 return {status, attempts}
