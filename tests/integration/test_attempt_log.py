@@ -1,13 +1,17 @@
-"""The attempt log on a real Valkey, through the real scripts: attempts live in their
-delivery's hash (a{n}), one too long for it in the overflow list, and what an attempt makes
-dead (the lease, empty code or error, a finished delivery's next time and budget) is gone."""
+"""The attempt log through the real scripts and the real shipper: attempts go to the SQL log
+(the delivery's hash keeps none), and what an attempt makes dead in the hash (the lease,
+empty code or error, a finished delivery's next time and budget) is gone."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from redis.asyncio import Redis
 
 from tests.integration.conftest import save_endpoint
+from tests.support.logged import local_log
+from webhook_service.embedded import EmbeddedValkey
 from webhook_service.ids import new_id
 from webhook_service.store import keys
 from webhook_service.store.deliveries import Attempt, DeliveryStore, HealthPolicy, Outcome
@@ -45,61 +49,50 @@ async def _attempt(
     return recorded.status
 
 
-async def test_attempts_live_in_the_hash_and_long_ones_overflow(client: Redis) -> None:
+async def test_attempts_go_to_the_log_and_what_they_make_dead_leaves_the_hash(
+    client: Redis, tmp_path: Path, valkey: EmbeddedValkey
+) -> None:
     scripts = Scripts(client)
     store = DeliveryStore(client, scripts)
     delivery_id = await _delivery(client, scripts)
     key = keys.delivery(delivery_id)
-    long_body = "x" * keys.ATTEMPT_FIELD_MAX
+    long_body = "x" * 4096
+    async with local_log(tmp_path, valkey.url) as log:
+        assert await _attempt(store, delivery_id, 1, "fail", "", NOW + 1) == "pending"
+        raw = await client.hgetall(key)
+        # Still pending: its next time and budget stay; the lease and the empty code go.
+        assert {"next_at", "budget", "error"} <= set(raw)
+        assert not {"lease", "lease_until", "code"} & set(raw)
 
-    assert await _attempt(store, delivery_id, 1, "fail", "", NOW + 1) == "pending"
-    raw = await client.hgetall(key)
-    assert raw[keys.attempt_field(1)] == Attempt(1, NOW + 1, 12, None, "timeout", "").to_json()
-    # Still pending: its next time and budget stay; the lease and the empty code go.
-    assert {"next_at", "budget", "error"} <= set(raw)
-    assert not {"lease", "lease_until", "code"} & set(raw)
-    assert not await client.exists(keys.attempts(delivery_id))
+        assert await _attempt(store, delivery_id, 2, "fail", long_body, NOW + 2) == "pending"
+        assert await _attempt(store, delivery_id, 3, "ok", "fine", NOW + 3) == "succeeded"
+        raw = await client.hgetall(key)
+        assert not {"lease", "lease_until", "error", "next_at", "budget"} & set(raw)
+        assert raw["code"] == "200"
+        # The attempts are the log's alone: none in the hash.
+        assert not [f for f in raw if f.startswith("a") and f[1:].isdigit()]
+        # The hash kept its compact encoding, the long body notwithstanding.
+        assert await client.object("encoding", key) == "listpack"
 
-    assert await _attempt(store, delivery_id, 2, "fail", long_body, NOW + 2) == "pending"
-    assert keys.attempt_field(2) not in await client.hgetall(key)
-    assert await client.llen(keys.attempts(delivery_id)) == 1
-    # The hash kept its compact encoding.
-    assert await client.object("encoding", key) == "listpack"
+        log.ship()
+        (record,) = await store.get_many([delivery_id, "dlv_missing"])
+        assert (record.last_code, record.last_error) == (200, None)
+        assert record.next_at_ms is None and record.attempts == 3
+        attempts = await log.reader.attempt_log(record)
+        assert [(a.number, a.status_code, a.error, a.response_body) for a in attempts] == [
+            (1, None, "timeout", ""), (2, None, "timeout", long_body), (3, 200, None, "fine"),
+        ]  # fmt: skip
 
-    assert await _attempt(store, delivery_id, 3, "ok", "fine", NOW + 3) == "succeeded"
-    raw = await client.hgetall(key)
-    assert not {"lease", "lease_until", "error", "next_at", "budget"} & set(raw)
-    assert raw["code"] == "200"
-    log = await store.attempts(delivery_id)
-    assert [(a.number, a.status_code, a.error, a.response_body) for a in log] == [
-        (1, None, "timeout", ""), (2, None, "timeout", long_body), (3, 200, None, "fine"),
-    ]  # fmt: skip
-    record = await store.get(delivery_id)
-    assert record is not None and (record.last_code, record.last_error) == (200, None)
-    assert record.next_at_ms is None and record.attempts == 3
-    assert await store.get_many([delivery_id, "dlv_missing"]) == [record]
-
-    # A retry brings the next time and the budget back, and the next attempt is a4.
-    assert await store.retry([delivery_id], NOW + 4, 0) == ["ok"]
-    raw = await client.hgetall(key)
-    assert (raw["next_at"], raw["budget"], raw["status"]) == (str(NOW + 4), "4", "pending")
-    record = await store.get(delivery_id)
-    assert record is not None and record.next_at_ms == NOW + 4
-    assert await _attempt(store, delivery_id, 4, "ok", "", NOW + 5) == "succeeded"
-    assert [a.number for a in await store.attempts(delivery_id)] == [1, 2, 3, 4]
-
-
-async def test_a_log_written_before_the_fold_still_reads(client: Redis) -> None:
-    """Data written when every attempt went to the list reads the same."""
-    scripts = Scripts(client)
-    store = DeliveryStore(client, scripts)
-    delivery_id = await _delivery(client, scripts)
-    old = [Attempt(n, NOW + n, 5, 503, None, "busy") for n in (1, 2)]
-    await client.rpush(keys.attempts(delivery_id), *(a.to_json() for a in old))
-    await client.hset(keys.delivery(delivery_id), "attempts", 2)
-    assert await _attempt(store, delivery_id, 3, "ok", "", NOW + 3) == "succeeded"
-    log = await store.attempts(delivery_id)
-    assert log[:2] == old and [a.number for a in log] == [1, 2, 3]
+        # A retry brings the next time and the budget back, and the next attempt is the 4th.
+        assert await store.retry([delivery_id], NOW + 4, 0) == ["ok"]
+        raw = await client.hgetall(key)
+        assert (raw["next_at"], raw["budget"], raw["status"]) == (str(NOW + 4), "4", "pending")
+        (record,) = await store.get_many([delivery_id])
+        assert record.next_at_ms == NOW + 4
+        assert await _attempt(store, delivery_id, 4, "ok", "", NOW + 5) == "succeeded"
+        log.ship()
+        (record,) = await store.get_many([delivery_id])
+        assert [a.number for a in await log.reader.attempt_log(record)] == [1, 2, 3, 4]
 
 
 def test_attempt_json_leaves_out_what_is_empty() -> None:
@@ -111,5 +104,3 @@ def test_attempt_json_leaves_out_what_is_empty() -> None:
     # As written before: every key, nulls and all.
     legacy = f'{{"n":3,"t":{NOW},"d":1,"c":null,"e":"timeout","b":""}}'
     assert Attempt.from_json(legacy) == Attempt(3, NOW, 1, None, "timeout", "")
-    assert keys.attempt_number(keys.attempt_field(12)) == 12
-    assert keys.attempt_number("attempts") is None and keys.attempt_number("a0") is None

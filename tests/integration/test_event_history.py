@@ -18,6 +18,7 @@ from tests.integration.conftest import (
     wait_for,
 )
 from tests.support.apikeys import make_key
+from tests.support.logged import wait_logged
 from tests.support.receiver import Receiver
 from tests.support.stack import ADMIN_KEY, Stack
 from webhook_service.api.auth import ADMIN_KEY_ID
@@ -30,7 +31,7 @@ async def _page(api: Api, query: str, key: str = ADMIN_KEY) -> dict[str, Any]:
     return page
 
 
-async def test_events_list_filters_and_pages(api: Api, receiver: Receiver) -> None:
+async def test_events_list_filters_and_pages(api: Api, receiver: Receiver, stack: Stack) -> None:
     await create_endpoint(api, receiver, "evlist", ["evlist.a"])
     status, producer, _ = await api.call(
         "POST", "/v1/api-keys", json={"name": "billing", "scopes": ["events:write"]}
@@ -45,6 +46,7 @@ async def test_events_list_filters_and_pages(api: Api, receiver: Receiver) -> No
     )
     assert status == 202
     sent_b = accepted["id"]
+    await wait_logged(stack.valkey.url)  # lists are read from the SQL log
 
     page = await _page(api, "type=evlist.a")
     assert [e["id"] for e in page["data"]] == sent_a[::-1]
@@ -78,7 +80,7 @@ async def test_events_list_filters_and_pages(api: Api, receiver: Receiver) -> No
     assert (status, problem["errors"][0]["pointer"]) == (422, "#/query/since")
 
 
-async def test_replay_to_all_or_one_endpoint(api: Api, receiver: Receiver) -> None:
+async def test_replay_to_all_or_one_endpoint(api: Api, receiver: Receiver, stack: Stack) -> None:
     first = await create_endpoint(api, receiver, "rp1", ["replay.me"])
     second = await create_endpoint(api, receiver, "rp2", ["replay.me"])
     event_id = await send_event(api, "replay.me", {"order": 5})
@@ -107,6 +109,7 @@ async def test_replay_to_all_or_one_endpoint(api: Api, receiver: Receiver) -> No
     assert len(got) == 5 and {r.webhook_id for r in got} == {event_id}
     assert all(r.verified for r in got)
     # The replay lists first: its ids carry the replay's time.
+    await wait_logged(stack.valkey.url)
     status, page, _ = await api.call("GET", f"/v1/deliveries?endpoint_id={second['id']}")
     assert page["data"][0]["id"] == one["deliveries"][0]["id"]
 
@@ -146,6 +149,7 @@ async def test_the_admin_keys_id_tells_nothing_of_the_key(api: Api, stack: Stack
             body = {"type": "keyid.shown", "data": {}}
             status, _, _ = await sender.call("POST", "/v1/events", json=body, key=key)
             assert status == 202
+    await wait_logged(stack.valkey.url)
     shown = [e["key_id"] for e in (await _page(api, "type=keyid.shown", reader["key"]))["data"]]
     assert len(shown) == 2 and shown[0] == shown[1] == ADMIN_KEY_ID
     for key in (ADMIN_KEY, other_key):

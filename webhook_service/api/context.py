@@ -12,6 +12,7 @@ from redis.asyncio import Redis
 from webhook_service.config import Settings
 from webhook_service.crypto import SecretBox
 from webhook_service.delivery.ssrf import Guard
+from webhook_service.history.reader import HistoryReader
 from webhook_service.store.apikeys import ApiKeyStore
 from webhook_service.store.deliveries import DeliveryStore
 from webhook_service.store.endpoints import EndpointStore
@@ -45,6 +46,8 @@ class Services:
     jobs: JobStore
     api_keys: ApiKeyStore
     limiter: RateLimiter
+    # Every history read: the SQL log, with Redis for what is still in flight.
+    history: HistoryReader
 
 
 SERVICES = web.AppKey("services", Services)

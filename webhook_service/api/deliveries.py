@@ -1,4 +1,7 @@
-"""Delivery history: list with filters, one delivery with its attempts, manual retry."""
+"""Delivery history: list with filters, one delivery with its attempts, manual retry.
+
+Read through ``services.history``: lists from the SQL log (they lag the shipper by about
+WEBHOOK_LOG_SHIP_INTERVAL), one delivery from Redis first, then the log."""
 
 from __future__ import annotations
 
@@ -8,7 +11,8 @@ from webhook_service.api.context import services
 from webhook_service.api.models import attempt_json, delivery_json
 from webhook_service.api.pagination import page_params, query_problem
 from webhook_service.api.problems import ProblemError
-from webhook_service.store.history import STATUS_CLASSES, DeliveryFilter, list_deliveries
+from webhook_service.history.filters import DeliveryFilter
+from webhook_service.store.deliveries import STATUS_CLASSES
 from webhook_service.store.states import STATUSES
 from webhook_service.timeutil import now_ms, parse_instant
 
@@ -73,7 +77,7 @@ async def list_route(request: web.Request) -> web.Response:
     svc = services(request)
     query = delivery_filter(request)
     limit, cursor = page_params(request)
-    page = await list_deliveries(svc.redis, svc.deliveries, query, limit, cursor)
+    page = await svc.history.list_deliveries(query, limit, cursor)
     return web.json_response(
         {"data": [delivery_json(d) for d in page.items], "next_cursor": page.next_cursor}
     )
@@ -83,10 +87,10 @@ async def list_route(request: web.Request) -> web.Response:
 async def get_delivery(request: web.Request) -> web.Response:
     svc = services(request)
     delivery_id = request.match_info["delivery_id"]
-    record = await svc.deliveries.get(delivery_id)
+    record = await svc.history.get_delivery(delivery_id)
     if record is None:
         raise ProblemError(404, "No delivery has this id.")
-    attempts = await svc.deliveries.attempts(delivery_id)
+    attempts = await svc.history.attempt_log(record)
     return web.json_response(
         {**delivery_json(record), "attempt_log": [attempt_json(a) for a in attempts]}
     )
@@ -104,6 +108,6 @@ async def retry_delivery(request: web.Request) -> web.Response:
     if outcome == "pending":
         raise ProblemError(409, "This delivery is already pending; it will be attempted.")
     await svc.waker.wake([delivery_id], retry=True)
-    record = await svc.deliveries.get(delivery_id)
-    assert record is not None
+    record = await svc.history.get_delivery(delivery_id)
+    assert record is not None  # pending again: in Redis
     return web.json_response(delivery_json(record), status=202)

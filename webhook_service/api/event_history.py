@@ -1,7 +1,12 @@
-"""The event history: list events, replay one, expunge a payload."""
+"""The event history: list events, read one, replay one, expunge a payload.
+
+Read through ``services.history``: the list from the SQL log (it lags the shipper by about
+WEBHOOK_LOG_SHIP_INTERVAL), one event from Redis first (an event just accepted is there),
+then the log."""
 
 from __future__ import annotations
 
+import orjson
 from aiohttp import web
 
 from webhook_service.api.auth import CALLER
@@ -12,8 +17,8 @@ from webhook_service.api.models import ReplayIn, delivery_json, event_summary_js
 from webhook_service.api.pagination import page_params
 from webhook_service.api.problems import ProblemError
 from webhook_service.api.scopes import Scope
-from webhook_service.store.history import EventFilter, list_events
-from webhook_service.timeutil import now_ms
+from webhook_service.history.filters import EventFilter
+from webhook_service.timeutil import iso, now_ms
 
 routes = web.RouteTableDef()
 
@@ -28,13 +33,32 @@ async def list_route(request: web.Request) -> web.Response:
         until_ms=until,
     )
     limit, cursor = page_params(request)
-    page = await list_events(services(request).redis, query, limit, cursor)
+    page = await services(request).history.list_events(query, limit, cursor)
     return web.json_response(
         {"data": [event_summary_json(e) for e in page.items], "next_cursor": page.next_cursor}
     )
 
 
 _NO_EVENT = "No event has this id."
+
+
+@routes.get("/v1/events/{event_id}")
+async def get_event(request: web.Request) -> web.Response:
+    history = services(request).history
+    record = await history.get_event(request.match_info["event_id"])
+    if record is None:
+        raise ProblemError(404, _NO_EVENT)
+    payload = orjson.loads(record.body) if record.body else None
+    deliveries = await history.deliveries(record.delivery_ids)
+    return web.json_response(
+        {
+            "id": record.id,
+            "type": record.type,
+            "timestamp": iso(record.created_ms),
+            "data": payload["data"] if payload else None,
+            "deliveries": [delivery_json(d) for d in deliveries],
+        }
+    )
 
 
 def _sender(request: web.Request) -> str | None:

@@ -1,4 +1,4 @@
-"""POST /v1/events (ingest) and GET /v1/events/{id}."""
+"""POST /v1/events: ingest (reading events back is api/event_history.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from webhook_service.api.idempotency import (
     outcome_problem,
     validate_key,
 )
-from webhook_service.api.models import EventIn, delivery_json
+from webhook_service.api.models import EventIn
 from webhook_service.api.problems import ProblemError
 from webhook_service.ids import new_id
 from webhook_service.operations import OPERATIONAL_EVENT_TYPES
@@ -157,22 +157,3 @@ async def _wait_for_fsync(request: web.Request) -> None:
             kind="durability-timeout",
             headers={"Retry-After": "1"},
         )
-
-
-@routes.get("/v1/events/{event_id}")
-async def get_event(request: web.Request) -> web.Response:
-    svc = services(request)
-    record = await svc.events.get(request.match_info["event_id"])
-    if record is None:
-        raise ProblemError(404, "No event has this id.")
-    payload = orjson.loads(record.body) if record.body else None
-    deliveries = await svc.deliveries.get_many(record.delivery_ids)
-    return web.json_response(
-        {
-            "id": record.id,
-            "type": record.type,
-            "timestamp": iso(record.created_ms),
-            "data": payload["data"] if payload else None,
-            "deliveries": [delivery_json(d) for d in deliveries],
-        }
-    )

@@ -1,8 +1,9 @@
 """Retrying many deliveries: bulk retry by history filter, recovery of an endpoint's window.
 
 Both answer 202 with a job at once and run in the background of the API process, a page at
-a time, with progress readable at ``GET /v1/jobs/{id}``. Jobs live in Redis: any API
-process picks up one whose owner died (see ``store/jobs.py``).
+a time, with progress readable at ``GET /v1/jobs/{id}``: a page of the delivery log by the
+job's filter, then the retry script for the deliveries on it in the job's statuses. Jobs
+live in Redis: any API process picks up one whose owner died (see ``store/jobs.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from webhook_service.api.deliveries import delivery_filter
 from webhook_service.api.endpoints import load_endpoint
 from webhook_service.api.models import RecoverIn, job_json
 from webhook_service.api.problems import ProblemError
-from webhook_service.store.history import DeliveryFilter
+from webhook_service.history.filters import DeliveryFilter
+from webhook_service.history.reader import HistoryReader, LogUnavailable
+from webhook_service.log_window import LineWindow
+from webhook_service.store.deliveries import DeliveryStore
 from webhook_service.store.jobs import JobRecord, JobStore
 from webhook_service.store.refusals import refused
 from webhook_service.timeutil import now_ms, parse_iso
@@ -30,13 +34,25 @@ routes = web.RouteTableDef()
 
 _LEASE_MS = 30_000
 _POLL_SECONDS = 2.0
+PAGE = 200
+# While the log's database is away every pass fails alike: one line a minute says so.
+_log_away = LineWindow()
 
 
 class JobRunner:
     """Works on every running job this process can claim; woken at once by a new job."""
 
-    def __init__(self, jobs: JobStore, waker: Waker, grace_ms: int) -> None:
+    def __init__(
+        self,
+        jobs: JobStore,
+        history: HistoryReader,
+        deliveries: DeliveryStore,
+        waker: Waker,
+        grace_ms: int,
+    ) -> None:
         self._jobs = jobs
+        self._history = history
+        self._deliveries = deliveries
         self._waker = waker
         self._grace_ms = grace_ms
         self._kick = asyncio.Event()
@@ -59,6 +75,9 @@ class JobRunner:
                 # A refusal is told once a minute; the next pass (2 s on) carries on.
                 if not refused(exc, "running background jobs"):
                     log.warning("jobs paused by a store error; next pass retries", exc_info=True)
+            except LogUnavailable as exc:
+                if _log_away.admit("log") is not None:
+                    log.warning("jobs paused: the delivery log cannot be read (%s)", exc)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(_POLL_SECONDS):
                     await self._kick.wait()
@@ -69,19 +88,32 @@ class JobRunner:
             token = await self._jobs.claim(job_id, _LEASE_MS)
             job = await self._jobs.get(job_id) if token else None
             while token and job is not None and job.state == "running" and not self._stopping:
-                stepped = await self._jobs.step(job, token, now_ms(), self._grace_ms, _LEASE_MS)
-                if stepped is None:
-                    break
-                job, retried = stepped
-                if retried:
-                    await self._waker.wake(retried, retry=True)
+                job = await self._step(job, token)
+
+    async def _step(self, job: JobRecord, token: str) -> JobRecord | None:
+        """One page of the job, or None if this process no longer owns it."""
+        if not await self._jobs.hold(job.id, token, _LEASE_MS):
+            return None
+        query = DeliveryFilter.from_json(job.filter)
+        page = await self._history.list_deliveries(query, PAGE, job.cursor)
+        wanted = [d.id for d in page.items if d.status in job.statuses]
+        at = now_ms()
+        outcomes = await self._deliveries.retry(wanted, at, self._grace_ms)
+        retried = [i for i, outcome in zip(wanted, outcomes, strict=True) if outcome == "ok"]
+        after = await self._jobs.save(
+            job, at, matched=len(wanted), retried=len(retried), cursor=page.next_cursor
+        )
+        if retried:
+            await self._waker.wake(retried, retry=True)
+        return after
 
 
 RUNNER = web.AppKey("job_runner", JobRunner)
 
 
 def setup(app: web.Application, svc: Services) -> None:
-    runner = JobRunner(svc.jobs, svc.waker, int(svc.settings.wakeup_grace * 1000))
+    grace_ms = int(svc.settings.wakeup_grace * 1000)
+    runner = JobRunner(svc.jobs, svc.history, svc.deliveries, svc.waker, grace_ms)
     app[RUNNER] = runner
     running: list[asyncio.Task[None]] = []
 
@@ -101,7 +133,7 @@ async def _start(
     request: web.Request, kind: str, query: DeliveryFilter, statuses: tuple[str, ...]
 ) -> web.Response:
     job: JobRecord = await services(request).jobs.create(
-        "retry" if kind == "retry" else "recover", query, statuses, now_ms()
+        "retry" if kind == "retry" else "recover", query.to_json(), statuses, now_ms()
     )
     request.app[RUNNER].kick()
     return web.json_response(job_json(job), status=202, headers={"Location": f"/v1/jobs/{job.id}"})

@@ -9,10 +9,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from webhook_service.api.scopes import Scope
 from webhook_service.controls import CONTROLS
+from webhook_service.history.filters import EventSummary
 from webhook_service.store.apikeys import ApiKeyRecord
 from webhook_service.store.deliveries import Attempt, DeliveryRecord
 from webhook_service.store.endpoints import EndpointRecord
-from webhook_service.store.history import EventSummary
 from webhook_service.store.jobs import JobRecord
 from webhook_service.timeutil import iso, parse_instant
 

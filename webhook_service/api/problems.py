@@ -12,6 +12,8 @@ from aiohttp.http_exceptions import HttpProcessingError
 from pydantic import ValidationError
 from yarl import URL
 
+from webhook_service.history.reader import LogUnavailable
+from webhook_service.log_window import LineWindow
 from webhook_service.store.refusals import MEANING, REFUSALS, Refusal, classify
 
 log = logging.getLogger(__name__)
@@ -19,6 +21,9 @@ log = logging.getLogger(__name__)
 PROBLEM_TYPE_BASE = "https://webhook-service.dev/problems/"
 CONTENT_TYPE = "application/problem+json"
 REDIS_DOWN_RETRY_AFTER = "5"
+LOG_DOWN_RETRY_AFTER = "5"
+# A history read that fails while the log's database is away: one line a minute says so.
+_log_away = LineWindow()
 
 _TITLES = {
     400: "Malformed request",
@@ -139,6 +144,8 @@ def _answer_for(request: web.Request, exc: Exception) -> ProblemError:
     if refusal is not None:
         REFUSALS.note(refusal, exc, f"serving {request.method} {_route(request)}")
         return _store_unavailable(refusal)
+    if isinstance(exc, LogUnavailable):
+        return _log_unavailable(request, exc)
     log.error("unexpected error serving %s %s", request.method, _route(request), exc_info=exc)
     return ProblemError(
         500, "Something went wrong on our side; it has been logged.", kind="internal-error"
@@ -158,6 +165,23 @@ def _store_unavailable(refusal: Refusal) -> ProblemError:
         "Retry-After seconds.",
         kind="store-unavailable",
         headers={"Retry-After": REDIS_DOWN_RETRY_AFTER},
+    )
+
+
+def _log_unavailable(request: web.Request, exc: LogUnavailable) -> ProblemError:
+    left_out = _log_away.admit("log")
+    if left_out is not None:
+        more = f"; {left_out} more since the last such line" if left_out else ""
+        log.warning(
+            "serving %s %s: the delivery log cannot be read (%s)%s",
+            request.method, _route(request), exc, more,
+        )  # fmt: skip
+    return ProblemError(
+        503,
+        "The delivery log's database cannot be read now; retry after Retry-After seconds. "
+        "Delivery goes on, and what is still in flight is read by its id.",
+        kind="log-unavailable",
+        headers={"Retry-After": LOG_DOWN_RETRY_AFTER},
     )
 
 

@@ -10,6 +10,8 @@ from aiohttp import web
 from webhook_service.api.app import create_app
 from webhook_service.api.context import Services
 from webhook_service.config import Settings
+from webhook_service.history.database import async_engine
+from webhook_service.history.reader import HistoryReader
 from webhook_service.redaction import configured_secrets, install_log_redaction
 from webhook_service.store import schema
 from webhook_service.store.apikeys import ApiKeyStore
@@ -56,10 +58,12 @@ async def build_app(settings: Settings) -> web.Application:
     box = secret_box(settings)
     install_log_redaction(configured_secrets(settings))
     deliveries = DeliveryStore(client, scripts)
+    events = EventStore(client, scripts)
+    log_engine = async_engine(settings)
     svc = Services(
         settings=settings,
         redis=client,
-        events=EventStore(client, scripts),
+        events=events,
         endpoints=EndpointStore(client, scripts),
         deliveries=deliveries,
         waker=waker,
@@ -67,15 +71,17 @@ async def build_app(settings: Settings) -> web.Application:
         box=box,
         strict_durability=strict,
         strict_replicas=replicas,
-        jobs=JobStore(client, deliveries, ttl_s=7 * 86400),
+        jobs=JobStore(client, ttl_s=7 * 86400),
         api_keys=ApiKeyStore(client, box),
         limiter=RateLimiter(scripts),
+        history=HistoryReader(log_engine, deliveries, events, settings.log_timeout),
     )
     app = create_app(svc)
 
     async def lifecycle(_: web.Application) -> AsyncIterator[None]:
         yield
         await waker.aclose()
+        await log_engine.dispose()
         await client.aclose()
 
     app.cleanup_ctx.append(lifecycle)

@@ -1,4 +1,4 @@
-"""Deliveries: leases, attempt records, retries, and reading them back."""
+"""Deliveries: leases, attempt records, retries, and reading the records back from Redis."""
 
 from __future__ import annotations
 
@@ -112,6 +112,11 @@ class Recorded:
             return cls("stale", 0)
         following = LeaseResult.from_rows(reply[2:]) if len(reply) > 2 else None
         return cls(reply[0], int(reply[1]), following)
+
+
+# The class of an attempt's answer, as common.lua status_class makes it: a delivery's last
+# one is its `class`, and the metrics count attempts by it.
+STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx", "timeout", "network")
 
 
 @dataclass(frozen=True)
@@ -282,14 +287,3 @@ class DeliveryStore:
                     )
                 )
         return records
-
-    async def attempts(self, delivery_id: str) -> list[Attempt]:
-        """The attempt log, in order: the fields a{n} of the delivery's hash, and those too
-        long for it in the overflow list (keys.attempts; every one, for data written before
-        attempts moved into the hash)."""
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hgetall(keys.delivery(delivery_id))
-            pipe.lrange(keys.attempts(delivery_id), 0, -1)
-            fields, overflow = cast(tuple[dict[str, str], list[str]], await pipe.execute())
-        rows = [v for k, v in fields.items() if keys.attempt_number(k) is not None] + overflow
-        return sorted((Attempt.from_json(row) for row in rows), key=lambda a: a.number)

@@ -1,9 +1,12 @@
-"""Background jobs that retry many deliveries: a bulk retry by filter, an endpoint recovery.
+"""Background jobs that retry many deliveries, as Redis keeps them: a bulk retry by filter,
+an endpoint recovery.
 
 A job is a filter over the delivery history, the statuses it re-sends, and a cursor. It
-advances a page at a time, saving the cursor after each, so whichever API process holds
-the job's owner key can resume it after a crash; a page run twice re-sends nothing twice,
-since a delivery it already put back is pending, and pending ones are skipped.
+advances a page at a time (api/jobs.py pages the log), saving the cursor after each, so
+whichever API process holds the job's owner key can resume it after a crash; a page run
+twice re-sends nothing twice, since a delivery it already put back is pending, and pending
+ones are skipped. The filter is kept as the text the history gave (its JSON): the store
+never reads it.
 """
 
 from __future__ import annotations
@@ -14,17 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
-import orjson
 from redis.asyncio import Redis
 
 from webhook_service.ids import new_id
 from webhook_service.store import keys
-from webhook_service.store.deliveries import DeliveryStore
-from webhook_service.store.history import DeliveryFilter, list_deliveries
 
 JobKind = Literal["retry", "recover"]
 JobState = Literal["running", "done"]
-PAGE = 200
 
 
 @dataclass(frozen=True)
@@ -32,7 +31,7 @@ class JobRecord:
     id: str
     kind: JobKind
     state: JobState
-    filter: DeliveryFilter
+    filter: str  # history/filters.py DeliveryFilter.to_json()
     statuses: tuple[str, ...]
     cursor: str | None
     matched: int  # deliveries examined that were in one of the statuses
@@ -46,7 +45,7 @@ def _from_hash(job_id: str, raw: dict[str, str]) -> JobRecord:
         id=job_id,
         kind=cast(JobKind, raw["kind"]),
         state=cast(JobState, raw["state"]),
-        filter=DeliveryFilter(**orjson.loads(raw["filter"])),
+        filter=raw["filter"],
         statuses=tuple(raw["statuses"].split(",")),
         cursor=raw.get("cursor") or None,
         matched=int(raw["matched"]),
@@ -57,13 +56,12 @@ def _from_hash(job_id: str, raw: dict[str, str]) -> JobRecord:
 
 
 class JobStore:
-    def __init__(self, redis: Redis, deliveries: DeliveryStore, ttl_s: int) -> None:
+    def __init__(self, redis: Redis, ttl_s: int) -> None:
         self._redis = redis
-        self._deliveries = deliveries
         self._ttl_s = ttl_s  # how long a finished job stays readable
 
     async def create(
-        self, kind: JobKind, query: DeliveryFilter, statuses: Sequence[str], now_ms: int
+        self, kind: JobKind, query: str, statuses: Sequence[str], now_ms: int
     ) -> JobRecord:
         job_id = new_id("job", now_ms)
         async with self._redis.pipeline(transaction=True) as pipe:
@@ -72,7 +70,7 @@ class JobStore:
                 mapping={
                     "kind": kind,
                     "state": "running",
-                    "filter": orjson.dumps(dataclasses.asdict(query)).decode(),
+                    "filter": query,
                     "statuses": ",".join(statuses),
                     "cursor": "",
                     "matched": 0,
@@ -100,26 +98,26 @@ class JobStore:
         claimed = await self._redis.set(keys.job_owner(job_id), token, nx=True, px=lease_ms)
         return token if claimed else None
 
-    async def step(
-        self, job: JobRecord, token: str, now_ms: int, grace_ms: int, lease_ms: int
-    ) -> tuple[JobRecord, list[str]] | None:
-        """Advance one page; returns the job after it and the deliveries put back to pending,
-        or None if this process no longer owns the job."""
-        owner = keys.job_owner(job.id)
+    async def hold(self, job_id: str, token: str, lease_ms: int) -> bool:
+        """Whether this process still owns the job; if so, for lease_ms more."""
+        owner = keys.job_owner(job_id)
         if await self._redis.get(owner) != token:
-            return None
+            return False
         await self._redis.pexpire(owner, lease_ms)
-        page = await list_deliveries(self._redis, self._deliveries, job.filter, PAGE, job.cursor)
-        wanted = [d.id for d in page.items if d.status in job.statuses]
-        outcomes = await self._deliveries.retry(wanted, now_ms, grace_ms)
-        retried = [i for i, outcome in zip(wanted, outcomes, strict=True) if outcome == "ok"]
-        done = page.next_cursor is None
+        return True
+
+    async def save(
+        self, job: JobRecord, now_ms: int, *, matched: int, retried: int, cursor: str | None
+    ) -> JobRecord:
+        """A page done: ``matched`` more deliveries in the job's statuses, ``retried`` of them
+        put back to pending, and where the next page starts (None: the job is done)."""
+        done = cursor is None
         after = dataclasses.replace(
             job,
             state="done" if done else "running",
-            cursor=page.next_cursor,
-            matched=job.matched + len(wanted),
-            retried=job.retried + len(retried),
+            cursor=cursor,
+            matched=job.matched + matched,
+            retried=job.retried + retried,
             updated_ms=now_ms,
         )
         async with self._redis.pipeline(transaction=True) as pipe:
@@ -136,6 +134,6 @@ class JobStore:
             if done:
                 pipe.srem(keys.JOBS_RUNNING, job.id)
                 pipe.expire(keys.job(job.id), self._ttl_s)
-                pipe.delete(owner)
+                pipe.delete(keys.job_owner(job.id))
             await pipe.execute()
-        return after, retried
+        return after

@@ -1,0 +1,80 @@
+"""What a history query asks for, and what one page of the answer is.
+
+Plain data, flat and JSON-able: a bulk job stores the delivery filter it pages with
+(``to_json``; store/jobs.py keeps the text and never reads it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import orjson
+
+from webhook_service.store.deliveries import DeliveryRecord
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    items: list[T]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """The creation-time window every history filter has (ids carry their creation time,
+    so it is an id range too)."""
+
+    since_ms: int | None = None
+    until_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class DeliveryFilter(TimeRange):
+    endpoint_id: str | None = None
+    event_id: str | None = None
+    status: str | None = None
+    event_type: str | None = None
+    status_class: str | None = None
+    attempts_min: int | None = None
+    attempts_max: int | None = None
+
+    def matches(self, record: DeliveryRecord) -> bool:
+        """Every filter but the time range (which the query's id range answers)."""
+        return (
+            (self.endpoint_id is None or record.endpoint_id == self.endpoint_id)
+            and (self.event_id is None or record.event_id == self.event_id)
+            and (self.status is None or record.status == self.status)
+            and (self.event_type is None or record.event_type == self.event_type)
+            and (self.status_class is None or record.last_class == self.status_class)
+            and (self.attempts_min is None or record.attempts >= self.attempts_min)
+            and (self.attempts_max is None or record.attempts <= self.attempts_max)
+        )
+
+    def to_json(self) -> str:
+        return orjson.dumps(dataclasses.asdict(self)).decode()
+
+    @classmethod
+    def from_json(cls, text: str) -> DeliveryFilter:
+        return cls(**orjson.loads(text))
+
+
+@dataclass(frozen=True)
+class EventFilter(TimeRange):
+    event_type: str | None = None
+    key_id: str | None = None
+
+
+@dataclass(frozen=True)
+class EventSummary:
+    """An event as a list shows it: no payload (that can be 256 KiB)."""
+
+    id: str
+    type: str
+    created_ms: int
+    key_id: str
+    deliveries: int
+    payload_deleted: bool

@@ -1,0 +1,187 @@
+"""Reading the history: the SQL log, with Redis for what is still in flight.
+
+- A list is served from SQL (``queries.py``), so it lags the shipper by about
+  ``WEBHOOK_LOG_SHIP_INTERVAL``. A row the log still has as pending is shown as Redis has
+  it now, if Redis still holds it: a pending delivery shows its latest state.
+- A read by id looks in Redis first, then in SQL: an event just accepted, or a delivery just
+  made, is there before the shipper has written it, and is read even while SQL is away.
+- Attempts are the log's alone (Redis keeps none).
+
+Every SQL failure (refused, timed out, a pool with no free connection) is one exception,
+``LogUnavailable``: the API answers it with a 503 ``log-unavailable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from webhook_service.history import queries
+from webhook_service.history.filters import DeliveryFilter, EventFilter, EventSummary, Page
+from webhook_service.ids import looks_like
+from webhook_service.store.deliveries import Attempt, DeliveryRecord, DeliveryStore
+from webhook_service.store.events import EventRecord, EventStore
+from webhook_service.store.states import Status
+
+# How many rows one page of deliveries may read, and for how long, when its filters are not
+# all held by the index it walks, before it returns what it has and a cursor to go on from:
+# filters that rarely meet would otherwise read one index to its end (openapi.yaml says so).
+SCAN_BUDGET = 5000
+SCAN_SECONDS = 0.025
+_FIRST_BATCH = 50
+
+
+class LogUnavailable(Exception):
+    """The log's database did not answer: refused, broken, or too slow."""
+
+
+def _delivery(row: Any) -> DeliveryRecord:
+    return DeliveryRecord(
+        id=row.id,
+        event_id=row.event_id,
+        endpoint_id=row.endpoint_id,
+        event_type=row.event_type,
+        status=cast(Status, row.status),  # the writer writes no other value
+        attempts=row.attempts,
+        next_at_ms=row.next_at_ms,
+        created_ms=row.created_ms,
+        updated_ms=row.updated_ms,
+        last_code=row.last_code,
+        last_error=row.last_error,
+        last_class=row.last_class,
+    )
+
+
+def _attempt(row: Any) -> Attempt:
+    return Attempt(
+        number=row.number,
+        started_ms=row.created_ms,
+        duration_ms=row.duration_ms,
+        status_code=row.status_code,
+        error=row.error,
+        response_body=row.response_body,
+        request_headers=row.request_headers,
+        response_headers=row.response_headers,
+    )
+
+
+class HistoryReader:
+    def __init__(
+        self, engine: AsyncEngine, deliveries: DeliveryStore, events: EventStore, timeout: float
+    ) -> None:
+        self._engine = engine
+        self._deliveries = deliveries
+        self._events = events
+        self._timeout = timeout  # WEBHOOK_LOG_TIMEOUT: over every SQL read, pool wait included
+
+    @asynccontextmanager
+    async def _sql(self) -> AsyncIterator[AsyncConnection]:
+        try:
+            async with asyncio.timeout(self._timeout), self._engine.connect() as conn:
+                yield conn
+        except (sa.exc.DBAPIError, sa.exc.TimeoutError, TimeoutError) as exc:
+            # DBAPIError: the driver's every error (refused, reset, locked, a statement
+            # timeout); sa.exc.TimeoutError: no pooled connection in time; TimeoutError:
+            # the whole read took longer than WEBHOOK_LOG_TIMEOUT.
+            raise LogUnavailable(f"{type(exc).__name__}: {exc}".splitlines()[0][:300]) from exc
+
+    async def _rows(self, statement: queries.Rows) -> list[Any]:
+        async with self._sql() as conn:
+            return list((await conn.execute(statement)).all())
+
+    async def _latest(self, records: list[DeliveryRecord]) -> list[DeliveryRecord]:
+        """The records, each pending one as Redis has it now (if Redis still holds it)."""
+        pending = [r.id for r in records if r.status == "pending"]
+        if not pending:
+            return records
+        now = {r.id: r for r in await self._deliveries.get_many(pending)}
+        return [now.get(r.id, r) for r in records]
+
+    async def list_deliveries(
+        self, query: DeliveryFilter, limit: int, cursor: str | None
+    ) -> Page[DeliveryRecord]:
+        scan = queries.delivery_scan(query)
+        items: list[DeliveryRecord] = []
+        read = 0
+        deadline = time.monotonic() + SCAN_SECONDS
+        batch = limit if scan.exact else max(limit * 2, _FIRST_BATCH)
+        # Each batch is examined whole, so the cursor (its last id) skips nothing; the first
+        # always runs, so every page moves on however slow the database is.
+        while True:
+            rows = await self._rows(queries.deliveries_page(query, scan, cursor, batch))
+            read += len(rows)
+            # The latest state may no longer match (a pending one has moved on): filtered
+            # again, every filter, as shown.
+            for record in await self._latest([_delivery(row) for row in rows]):
+                if query.matches(record):
+                    items.append(record)
+                    if len(items) == limit:
+                        return Page(items, record.id)
+            if len(rows) < batch:
+                return Page(items, None)
+            cursor = rows[-1].id
+            if read >= SCAN_BUDGET or time.monotonic() >= deadline:
+                return Page(items, cursor)
+            batch = min(batch * 2, SCAN_BUDGET - read)
+
+    async def list_events(
+        self, query: EventFilter, limit: int, cursor: str | None
+    ) -> Page[EventSummary]:
+        rows = await self._rows(queries.events_page(query, cursor, limit))
+        items = [
+            EventSummary(
+                id=row.id,
+                type=row.type,
+                created_ms=row.created_ms,
+                key_id=row.key_id,
+                deliveries=row.deliveries,
+                payload_deleted=row.expunged_ms is not None,
+            )
+            for row in rows
+        ]
+        return Page(items, items[-1].id if len(items) == limit else None)
+
+    async def get_delivery(self, delivery_id: str) -> DeliveryRecord | None:
+        found = await self.deliveries([delivery_id])
+        return found[0] if found else None
+
+    async def deliveries(self, ids: Sequence[str]) -> list[DeliveryRecord]:
+        """Those that exist, in the order given: from Redis, the rest from SQL."""
+        held = {r.id: r for r in await self._deliveries.get_many(ids)}
+        rest = [d for d in ids if d not in held and looks_like(d, "dlv")]
+        if rest:
+            held.update(
+                (row.id, _delivery(row)) for row in await self._rows(queries.deliveries_by_id(rest))
+            )
+        return [held[d] for d in ids if d in held]
+
+    async def attempt_log(self, record: DeliveryRecord) -> list[Attempt]:
+        """Every attempt the log holds, in order. A delivery not attempted yet needs no
+        SQL: it is read even while the log's database is away."""
+        if record.attempts == 0:
+            return []
+        return [_attempt(row) for row in await self._rows(queries.attempts_of(record.id))]
+
+    async def get_event(self, event_id: str) -> EventRecord | None:
+        held = await self._events.get(event_id)
+        if held is not None or not looks_like(event_id, "msg"):
+            return held
+        async with self._sql() as conn:
+            row = (await conn.execute(queries.event_by_id(event_id))).first()
+            if row is None:
+                return None
+            ids = (await conn.execute(queries.delivery_ids_of_event(event_id))).scalars().all()
+        return EventRecord(
+            id=row.id,
+            type=row.type,
+            created_ms=row.created_ms,
+            body=row.body,
+            key_id=row.key_id,
+            delivery_ids=list(ids),
+        )
