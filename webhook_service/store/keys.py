@@ -26,6 +26,7 @@ sub:ops                    set    operations endpoints: they get our operational
 inflight:{ep}              zset   deliveries being sent to one endpoint, by lease expiry
 parked:{ep}                zset   deliveries waiting for one of those slots to free
 rate:{ep}                  str    the endpoint's rate limiter state (GCRA arrival time)
+backlog:{ep}               str    how many of the endpoint's deliveries are pending
 event:{msg}                hash   type, created (ms) (**), body (the exact bytes we sign),
                                   key (producer key id), dlvs (delivery ids, comma list;
                                   one starting with the event's body as its tail only,
@@ -204,6 +205,7 @@ LUA_KEYS = {
     "inflight": PREFIX + "inflight:",
     "parked": PREFIX + "parked:",
     "rate": PREFIX + "rate:",
+    "backlog": PREFIX + "backlog:",
     "event": PREFIX + "event:",
     "events_index": EVENTS_INDEX,
     "delivery": PREFIX + "delivery:",
@@ -282,6 +284,10 @@ def events_by_type(event_type: str) -> str:
 
 def events_by_key(key_id: str) -> str:
     return LUA_KEYS["events_by_key"] + key_id
+
+
+def backlog(endpoint_id: str) -> str:
+    return LUA_KEYS["backlog"] + endpoint_id
 
 
 def endpoint_stats(endpoint_id: str) -> str:

@@ -93,7 +93,7 @@ async def endpoint_stats(redis: Redis, endpoint_id: str, now_ms: int) -> Endpoin
         for h in range(hour - HOURS + 1, hour + 1):
             pipe.hgetall(keys.endpoint_hour(endpoint_id, h))
         pipe.hgetall(keys.endpoint_stats(endpoint_id))
-        pipe.zcard(keys.deliveries_by_endpoint_status(endpoint_id, "pending"))
+        pipe.get(keys.backlog(endpoint_id))
         replies = await pipe.execute()
     minutes = [Window.from_hash(raw) for raw in replies[:MINUTES]]
     hours = [Window.from_hash(raw) for raw in replies[MINUTES : MINUTES + HOURS]]
@@ -102,7 +102,7 @@ async def endpoint_stats(redis: Redis, endpoint_id: str, now_ms: int) -> Endpoin
         last_hour=Window.total(minutes),
         last_day=Window.total(hours),
         minutes=list(zip(minute_starts, minutes, strict=True)),
-        backlog=int(replies[-1]),
+        backlog=max(0, int(replies[-1] or 0)),
         last_success_ms=_int(last, "last_success"),
         last_failure_ms=_int(last, "last_failure"),
         last_failure_code=_int(last, "last_failure_code"),

@@ -154,10 +154,18 @@ local function delivery_rows(ids, endpoints, statuses)
   return rows
 end
 
+-- An endpoint's backlog, its deliveries pending (GET /v1/endpoints/{id}/stats), counted as
+-- deliveries enter and leave that state: reading it is one GET, and it holds however long
+-- ago they were made. Not for an endpoint that is gone (its key went with it).
+local function count_pending(ep, by)
+  if redis.call('EXISTS', K.endpoint .. ep) == 1 then redis.call('INCRBY', K.backlog .. ep, by) end
+end
+
 -- A delivery that ends without an attempt (its endpoint or its payload is gone).
-local function fail_unsent(id, why, now)
+local function fail_unsent(id, ep, why, now)
   redis.call('HSET', K.delivery .. id, 'status', 'failed', 'error', why, 'updated', now)
   count_outcome('failed')
+  count_pending(ep, -1)
   redis.call('ZREM', K.due, id)
   log_state(id)
 end
@@ -202,6 +210,7 @@ local function create_delivery(now, part, event_id, ep, etype, budget, due_at)
   end
   redis.call('HSET', K.delivery .. id, unpack(fields))
   count_outcome(status)
+  if status == 'pending' then count_pending(ep, 1) end
   if status == 'pending' then redis.call('ZADD', K.due, due_at, id) end
   return id, status
 end
@@ -329,16 +338,17 @@ local function lease_one(id, now, token, lease_ms, max_in_flight)
     if ep[1] then redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now) end
     local rate = tonumber(ep[4] or '') or 0
     if not ep[1] then
-      fail_unsent(id, 'endpoint_deleted', now)
+      fail_unsent(id, ep_id, 'endpoint_deleted', now)
       return {id, 'failed'}
     elseif redis.call('HEXISTS', K.event .. event_id, 'body') == 0 then
       -- An admin expunged the payload: there is nothing left to send.
-      fail_unsent(id, 'payload_deleted', now)
+      fail_unsent(id, ep_id, 'payload_deleted', now)
       redis.call('ZREM', K.parked .. ep_id, id)
       return {id, 'failed'}
     elseif ep[3] == '1' then
       redis.call('HSET', key, 'status', 'disabled', 'updated', now)
       count_outcome('disabled')
+      count_pending(ep_id, -1)
       redis.call('ZREM', K.due, id)
       redis.call('ZREM', K.parked .. ep_id, id)
       log_state(id)

@@ -6,6 +6,7 @@ local old = redis.call('HMGET', key, 'event_types', 'url')
 if not old[2] then return 0 end
 unsubscribe(id, old[1])
 redis.call('SREM', K.sub_ops, id)
-redis.call('DEL', key, K.inflight .. id, K.parked .. id, K.rate .. id, K.ep_stats .. id)
+redis.call('DEL', key, K.inflight .. id, K.parked .. id, K.rate .. id, K.ep_stats .. id,
+  K.backlog .. id)
 redis.call('ZREM', K.endpoints, id)
 return 1

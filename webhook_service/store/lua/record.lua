@@ -105,6 +105,7 @@ redis.call('HSET', key, unpack(set))
 redis.call('HDEL', key, unpack(dead))
 note_attempt(id, ep, status, code, err, attempt_json, now)
 count_outcome(status)
+if status ~= 'pending' then count_pending(ep, -1) end
 log_state(id, attempt_json)
 if parked[1] and next_token ~= '' then
   return {status, attempts,

@@ -16,6 +16,7 @@ for i = 3, #ARGV do
     redis.call('HSET', key, 'status', 'pending', 'budget', tonumber(d[2]) + 1, 'next_at', now,
       'updated', now)
     redis.call('ZADD', K.due, now + grace, id)
+    count_pending(delivery_endpoint(id, redis.call('HGET', key, 'endpoint')), 1)
     log_state(id)
     out[#out + 1] = 'ok'
   end

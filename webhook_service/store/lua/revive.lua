@@ -38,6 +38,7 @@ for i, d in ipairs(deliveries) do
     redis.call('HSET', key, unpack(fields))
     redis.call('HINCRBY', K.event .. d.event, 'live', 1)
     redis.call('ZADD', K.due, now + grace, d.id)
+    count_pending(delivery_endpoint(d.id, nil), 1)
     log_state(d.id)
     out[i] = 'ok'
   end
