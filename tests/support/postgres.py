@@ -110,11 +110,18 @@ class Postgres:
         with psycopg.connect(self.url(database), autocommit=True, connect_timeout=10) as conn:
             conn.execute(sql.encode())
 
-    def create_database(self) -> str:
-        """A new, empty database: its URL, for WEBHOOK_LOG_URL."""
+    def create_database(self, owner: str = SUPERUSER) -> str:
+        """A new, empty database of ``owner`` (a role ``create_role`` made): its URL as that
+        role, for WEBHOOK_LOG_URL."""
         name = "log_" + uuid.uuid4().hex[:12]
-        self.execute(f'CREATE DATABASE "{name}"')
-        return self.url(name)
+        self.execute(f'CREATE DATABASE "{name}" OWNER "{owner}"')
+        return self.url(name, owner)
+
+    def create_role(self) -> str:
+        """A new login role, no superuser: one whose rights a test can take away."""
+        name = "whs_" + uuid.uuid4().hex[:12]
+        self.execute(f'CREATE ROLE "{name}" LOGIN')
+        return name
 
     def destroy(self) -> None:
         # It may be down already: a chaos test left it so.
@@ -147,16 +154,21 @@ _users = 0
 _guard = threading.Lock()
 
 
+def require_binaries() -> None:
+    """Skip the test without Debian's binaries (fail it on CI, where `make` installs them)."""
+    if binaries() is None:
+        message = "Debian's postgresql is not installed: run `make postgresql`"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Postgres]:
     global _shared, _users
     with _guard:
         if _shared is None:
-            if binaries() is None:
-                message = "Debian's postgresql is not installed: run `make postgresql`"
-                if os.environ.get("CI"):
-                    pytest.fail(message)
-                pytest.skip(message)
+            require_binaries()
             _shared = start_postgres()
         _users += 1
         server = _shared

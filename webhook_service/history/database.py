@@ -55,10 +55,13 @@ def _driver(url: sa.URL, *, sync: bool) -> sa.URL:
 
 def _connect_args(url: sa.URL, timeout: float) -> dict[str, Any]:
     if url.get_backend_name() == "postgresql":
-        # Every wait bounded: the connection, and each statement on the server.
+        # Every wait bounded: the connection, and each statement on the server; and a
+        # transaction left idle (its process frozen or cut off mid-batch) ends, so that its
+        # row locks never hold up the shipper that took over.
+        ms = int(timeout * 1000)
         return {
             "connect_timeout": max(1, int(timeout)),
-            "options": f"-c statement_timeout={int(timeout * 1000)}",
+            "options": f"-c statement_timeout={ms} -c idle_in_transaction_session_timeout={ms}",
         }
     return {"timeout": _SQLITE_BUSY_MS / 1000}
 
