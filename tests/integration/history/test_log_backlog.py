@@ -1,8 +1,9 @@
 """The backlog cap, for real: a Valkey, a worker, a scheduler whose shipper can never write
 (its log is a PostgreSQL nobody runs), and an API in-process allowing CAP outbox records.
 
-Past the cap a new event is 503 ``log-backlog-full`` and nothing of it is stored; once the
-outbox is shipped, the same request is accepted. Meanwhile delivery never stops: an attempt
+Past the cap a new event is 503 ``log-backlog-full`` and nothing of it is stored (a repeat
+of one accepted before is still answered); once the outbox is shipped, the same request is
+accepted. Meanwhile delivery never stops: an attempt
 in flight is recorded past the cap, and a failed delivery retried."""
 
 from __future__ import annotations
@@ -87,6 +88,8 @@ async def test_a_full_backlog_refuses_new_events_and_stores_nothing(
     stack: Stack, capped: Api, store: Redis
 ) -> None:
     ship_all(stack)
+    status, _, _ = await _post(capped, key="accepted-before")
+    assert status == 202
     status, problem, headers = await _fill(capped)
     assert status == 503, problem
     assert headers["Content-Type"].startswith(CONTENT_TYPE)
@@ -99,6 +102,9 @@ async def test_a_full_backlog_refuses_new_events_and_stores_nothing(
     status, problem, _ = await _post(capped, key="refused-while-full")
     assert (status, problem["type"]) == (503, PROBLEM_TYPE_BASE + "log-backlog-full")
     assert await _stored(store) == before
+    # A repeat of an event accepted before stores nothing either: it is answered.
+    status, _, headers = await _post(capped, key="accepted-before")
+    assert (status, headers.get("Idempotent-Replayed")) == (202, "true")
 
     # The log takes the backlog: the same request is a new event now, not a replay.
     assert ship_all(stack) >= CAP
