@@ -99,7 +99,7 @@ class SnapshotCollector(Collector):
         depths = GaugeMetricFamily(
             "webhook_queue_depth",
             "fresh and retry: Celery messages waiting; due: deliveries waiting for their "
-            "time; failed: deliveries that spent their budget.",
+            "time. (A failed delivery is history, in the SQL log, not work waiting.)",
             labels=["queue"],
         )
         for queue, depth in data.queue_depths.items():

@@ -58,7 +58,7 @@ class LogBacklog:
 @dataclass(frozen=True)
 class Snapshot:
     counters: dict[str, str]
-    queue_depths: dict[str, int]  # fresh, retry (Celery lists), due, failed
+    queue_depths: dict[str, int]  # fresh, retry (Celery lists), due
     leases_in_flight: int
     endpoints_disabled: int
     scheduler_tick_ms: int | None
@@ -76,15 +76,14 @@ async def snapshot(redis: Redis, now_ms: int) -> Snapshot:
         pipe.llen(keys.QUEUE_FRESH)
         pipe.llen(keys.QUEUE_RETRY)
         pipe.zcard(keys.DUE)
-        pipe.zcard(keys.deliveries_by_status("failed"))
         pipe.zrange(keys.ENDPOINTS, 0, -1)
         pipe.get(keys.SCHEDULER_TICK)
         LogBacklog.read(pipe)
-        counters, fresh, retry, due, failed, endpoints, tick, *backlog = await pipe.execute()
+        counters, fresh, retry, due, endpoints, tick, *backlog = await pipe.execute()
     disabled, leases = await _endpoint_gauges(redis, cast(list[str], endpoints), now_ms)
     return Snapshot(
         counters=counters,
-        queue_depths={"fresh": fresh, "retry": retry, "due": due, "failed": failed},
+        queue_depths={"fresh": fresh, "retry": retry, "due": due},
         leases_in_flight=leases,
         endpoints_disabled=disabled,
         scheduler_tick_ms=int(tick) if tick else None,

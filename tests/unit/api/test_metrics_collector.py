@@ -28,7 +28,7 @@ def _snapshot(
     tick: int | None = NOW - 1500,
     backlog: LogBacklog = BACKLOG,
 ) -> Snapshot:
-    depths = {"fresh": 3, "retry": 1, "due": 7, "failed": 2}
+    depths = {"fresh": 3, "retry": 1, "due": 7}
     return Snapshot(counters, depths, leases_in_flight=4, endpoints_disabled=1,
                     scheduler_tick_ms=tick, log_backlog=backlog)  # fmt: skip
 
