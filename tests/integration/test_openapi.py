@@ -17,8 +17,10 @@ from openapi_core.exceptions import OpenAPIError
 from openapi_core.testing import MockRequest, MockResponse
 from openapi_spec_validator import validate as validate_spec
 from openapi_spec_validator.readers import read_from_filename
+from pydantic import SecretStr
 
-from tests.integration.conftest import Api, settings_for, wait_for
+from tests.integration.conftest import Api, serve_api, settings_for, wait_for
+from tests.support.log_away import unreachable_log_url
 from tests.support.receiver import Receiver
 from tests.support.stack import ADMIN_KEY, Stack
 from webhook_service.api.context import SERVICES
@@ -335,7 +337,7 @@ async def test_an_unreachable_store_is_a_503_everywhere(stack: Stack, contract: 
     calls: list[tuple[str, str, dict[str, Any]]] = [
         ("POST", "/v1/events", {"json_body": {"type": "contract.down", "data": {}}}),
         ("POST", "/v1/endpoints", {"json_body": {"url": "http://127.0.0.1:9/"}}),
-        ("GET", "/v1/endpoints", {}), ("GET", "/v1/deliveries", {}), *UNKNOWN_IDS,
+        ("GET", "/v1/endpoints", {}), *UNKNOWN_IDS,
     ]  # fmt: skip
     try:
         async with aiohttp.ClientSession() as session:
@@ -344,8 +346,26 @@ async def test_an_unreachable_store_is_a_503_everywhere(stack: Stack, contract: 
                 status, problem, headers = await spec_call(down, contract, method, path, **kwargs)
                 assert (status, headers["Retry-After"]) == (503, "5"), (method, path)
                 assert problem["type"] == PROBLEMS + "store-unavailable"
+            # A list is the log's: still served, each pending row as the log has it.
+            status, page, _ = await spec_call(down, contract, "GET", "/v1/deliveries")
+            assert status == 200 and "data" in page
     finally:
         await server.close()
+
+
+async def test_an_unreadable_log_is_a_503_on_the_history_routes(
+    stack: Stack, contract: OpenAPI
+) -> None:
+    settings = settings_for(stack).model_copy(update={"log_url": SecretStr(unreachable_log_url())})
+    async with serve_api(settings) as (_, away):
+        for path in (
+            "/v1/deliveries?status=failed",
+            "/v1/events",
+            "/v1/deliveries/dlv_" + "0" * 52,
+        ):
+            status, problem, headers = await spec_call(away, contract, "GET", path)
+            assert (status, headers["Retry-After"]) == (503, "5"), path
+            assert problem["type"] == PROBLEMS + "log-unavailable"
 
 
 async def test_a_non_ascii_digit_limit_is_a_422(api: Api, contract: OpenAPI) -> None:

@@ -2,7 +2,8 @@
 
 - A list is served from SQL (``queries.py``), so it lags the shipper by about
   ``WEBHOOK_LOG_SHIP_INTERVAL``. A row the log still has as pending is shown as Redis has
-  it now, if Redis still holds it: a pending delivery shows its latest state.
+  it now, if Redis still holds it: a pending delivery shows its latest state (while Redis
+  refuses, as the log has it).
 - A read by id looks in Redis first, then in SQL: an event just accepted, or a delivery just
   made, is there before the shipper has written it, and is read even while SQL is away.
 - Attempts are the log's alone (Redis keeps none).
@@ -19,6 +20,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
+import redis.exceptions
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -27,6 +29,7 @@ from webhook_service.history.filters import DeliveryFilter, EventFilter, EventSu
 from webhook_service.ids import looks_like
 from webhook_service.store.deliveries import Attempt, DeliveryRecord, DeliveryStore
 from webhook_service.store.events import EventRecord, EventStore
+from webhook_service.store.refusals import refused
 from webhook_service.store.states import Status
 
 # How many rows one page of deliveries may read, and for how long, when its filters are not
@@ -100,7 +103,14 @@ class HistoryReader:
         pending = [r.id for r in records if r.status == "pending"]
         if not pending:
             return records
-        now = {r.id: r for r in await self._deliveries.get_many(pending)}
+        try:
+            now = {r.id: r for r in await self._deliveries.get_many(pending)}
+        except redis.exceptions.RedisError as exc:
+            # While Redis refuses nothing in flight moves on, so the log's state stands: the
+            # history stays readable. Any other error is a bug, and raised.
+            if not refused(exc, "reading the history"):
+                raise
+            return records
         return [now.get(r.id, r) for r in records]
 
     async def list_deliveries(
