@@ -139,6 +139,31 @@ def _stop_children(children: dict[str, subprocess.Popen[bytes]]) -> None:
             child.wait()
 
 
+def _log_refusal(settings: Settings) -> str | None:
+    """Why the API or the scheduler must not start on the log's database; None: it may. One
+    that cannot be reached now is no reason: delivery goes on while the log is away, and
+    what needs it answers 503 until it is back."""
+    import sqlalchemy as sa
+
+    from webhook_service.history.database import LogUnconfigured, check_current, sync_engine
+
+    try:
+        engine = sync_engine(settings)
+    except LogUnconfigured as exc:
+        return str(exc)
+    try:
+        return check_current(engine)
+    except sa.exc.DBAPIError as exc:
+        log.warning(
+            "the delivery log's database cannot be reached (%s); starting without checking "
+            "its revision",
+            str(exc.orig).splitlines()[0][:200] if str(exc.orig) else type(exc.orig).__name__,
+        )
+        return None
+    finally:
+        engine.dispose()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="webhook-service", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -180,6 +205,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # No process serves a store of another schema (the read path has no legacy branch).
         timeouts = RedisTimeouts.of(settings)
         if (refused := start_check(settings.effective_redis_url, timeouts)) is not None:
+            log.error("%s", refused)
+            return 1
+        # Nor on a log of another revision; a worker never opens the log.
+        if args.command != "worker" and (refused := _log_refusal(settings)) is not None:
             log.error("%s", refused)
             return 1
     runners = {

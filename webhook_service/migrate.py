@@ -1,6 +1,12 @@
 """``webhook-service migrate``: bring a store written by an older release up to
-``schema.CURRENT``, once, while no API, worker or scheduler runs (none starts on an older
-store).
+``schema.CURRENT``, and the log's database to this release's revision, once, while no API,
+worker or scheduler runs (none starts on an older store, nor the API and scheduler on a log
+behind).
+
+The log's database first: its Alembic migrations (``history/database.py`` ``upgrade``), on
+SQLite or on the PostgreSQL WEBHOOK_LOG_URL names. Then the store, one step per schema, each
+stamped when done, so that a run cut short starts again at the step it was in, and each
+step may be run again:
 
 Schema 1 -> 2: endpoint header values stored in clear are sealed under the current master
 key by the endpoint store's own ``seal_headers``. Each endpoint is rewritten on its own under
@@ -8,7 +14,13 @@ optimistic locking (WATCH, re-read, MULTI / HSET of ``headers`` alone / EXEC), s
 short leaves every endpoint either as it was or done, and the next run does the rest. A value
 that opens already is left as it is. One shaped like a sealed value that does not open
 (sealed under a master key not given) is reported and left alone; it is not sealed twice.
-The marker is stamped last, once nothing is left in clear.
+The step is stamped once nothing is left in clear.
+
+Schema 2 -> 3: the history moves into the log. An endpoint made before sequence numbers
+gets one (the same rewrite), so that every new delivery id ends with one; then
+``history/backfill.py`` moves every event, delivery and attempt, each batch committed before
+Redis lets go of it, and deletes the history indexes and the retention cursor. The store is
+stamped 3 last.
 """
 
 from __future__ import annotations
@@ -19,9 +31,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import redis
+import sqlalchemy as sa
 
 from webhook_service.crypto import MasterKeyError, SecretBox, looks_sealed
-from webhook_service.store import schema
+from webhook_service.history import backfill
+from webhook_service.ids import seq_tail
+from webhook_service.store import keys, schema
 from webhook_service.store.endpoint_rewrite import (
     Rewrite,
     RewriteConflict,
@@ -45,6 +60,9 @@ class MigrateReport:
     # "endpoint ep_… header X-…": sealed under a key not given, so neither opened nor sealed
     unopenable: list[str] = field(default_factory=list)
     aof_note: str = ""  # what became of the clear values in the AOF, when some were sealed
+    numbered: int = 0  # endpoints made before sequence numbers, given one now
+    moved: backfill.Moved | None = None  # the history moved into the log, if this run did
+    indexes: int = 0  # history index keys deleted
 
     @property
     def changed(self) -> bool:
@@ -92,24 +110,35 @@ def _migrate_one(
 
 
 def _rewrite_aof(client: redis.Redis) -> str:
-    """Have Redis rewrite its AOF, which still holds the clear values it was once given (a
-    rewrite writes only what is held now); says what became of them."""
+    """Have Redis rewrite its AOF, which still holds what it was once given: clear header
+    values, the history moved out (a rewrite writes only what is held now). Says what became
+    of them."""
     try:
         if not int(client.info("persistence").get("aof_enabled", 0)):
             return ""
         client.bgrewriteaof()
     except redis.ResponseError:
-        return "BGREWRITEAOF was refused: the AOF holds the clear values until it is rewritten"
-    return "the AOF is being rewritten without the clear values"
+        return (
+            "BGREWRITEAOF was refused: the AOF holds what was sealed or moved out until it "
+            "is rewritten"
+        )
+    return "the AOF is being rewritten without what was sealed or moved out"
 
 
-def migrate(client: redis.Redis, box: SecretBox, batch: int = 100) -> MigrateReport:
-    """Seal every clear header value of every endpoint under ``box``'s current key, then
-    stamp the store ``schema.CURRENT`` (not while a value is left that does not open)."""
-    before = schema.stored(client)
-    if before is not None and before > schema.CURRENT:
-        raise schema.SchemaMismatch(schema.refusal(before))
-    report = MigrateReport(before)
+def _number(client: redis.Redis, endpoint_id: str) -> Rewrite:
+    """Give an endpoint made before sequence numbers the next one, as endpoint_save.lua
+    gives a new endpoint, with its tail in endpoints:seqs first: a number taken by a run cut
+    short before the endpoint got it is left unused, which costs nothing."""
+    if client.hexists(keys.endpoint(endpoint_id), "seq"):
+        return Rewrite.UNCHANGED
+    seq = client.incr(keys.ENDPOINT_SEQ)
+    client.hset(keys.ENDPOINT_SEQS, seq_tail(seq), endpoint_id)
+    return rewrite_endpoint(
+        client, endpoint_id, ("seq",), lambda values: None if values[0] else {"seq": str(seq)}
+    )
+
+
+def _seal_all(client: redis.Redis, box: SecretBox, report: MigrateReport, batch: int) -> None:
     for endpoint_id in endpoint_ids(client, batch):
         outcome, unopenable = _migrate_one(client, box, endpoint_id)
         report.unopenable += [f"endpoint {endpoint_id} header {name}" for name in unopenable]
@@ -120,13 +149,36 @@ def migrate(client: redis.Redis, box: SecretBox, batch: int = 100) -> MigrateRep
                 report.current += 1
             case Rewrite.MISSING:
                 report.missing += 1
-    stamping = not report.unopenable and before != schema.CURRENT
-    # Also when a run finishing an interrupted one seals nothing: the AOF still holds what
-    # was in clear before the first.
-    if report.sealed or (stamping and report.current):
+
+
+def migrate(
+    client: redis.Redis, box: SecretBox, engine: sa.Engine, batch: int = 1000
+) -> MigrateReport:
+    """Bring the store to ``schema.CURRENT`` a step at a time (the log's database must be at
+    this release's revision already: ``history.database.upgrade``). Schema 1 -> 2 stops short
+    while a header value is left that does not open with ``box``."""
+    before = schema.stored(client)
+    if before is not None and before > schema.CURRENT:
+        raise schema.SchemaMismatch(schema.refusal(before))
+    report = MigrateReport(before)
+    version = schema.UNMARKED if before is None else before
+    if version < 2:
+        _seal_all(client, box, report, batch)
+        if report.unopenable:
+            if report.sealed:
+                report.aof_note = _rewrite_aof(client)
+            return report
+        schema.stamp(client, 2)
+    if version < 3:
+        for endpoint_id in endpoint_ids(client, batch):
+            if _number(client, endpoint_id) is Rewrite.REWRITTEN:
+                report.numbered += 1
+        report.moved = backfill.move(client, engine, batch)
+        report.indexes = backfill.drop_indexes(client)
+        schema.stamp(client, 3)
+        # Whenever a step ends, even one that finishes a run cut short and has nothing left
+        # to do: the AOF may hold what the first run sealed or moved still.
         report.aof_note = _rewrite_aof(client)
-    if stamping:
-        schema.stamp(client)
     return report
 
 
@@ -134,13 +186,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``webhook-service migrate``; ``argv`` is what follows it."""
     parser = argparse.ArgumentParser(
         prog="webhook-service migrate",
-        description="Bring the store up to the schema this release reads: seal endpoint "
-        "header values stored in clear by earlier releases under WEBHOOK_MASTER_KEY. Stop "
-        "every API, worker and scheduler first; safe to interrupt and run again.",
+        description="Bring the log's database and the store up to the schema this release "
+        "reads: the log's migrations; endpoint header values stored in clear by earlier "
+        "releases sealed under WEBHOOK_MASTER_KEY; the history Redis held moved into the log. "
+        "Stop every API, worker and scheduler first; safe to interrupt and run again.",
     )
     parser.parse_args(argv)
 
     from webhook_service.config import Settings
+    from webhook_service.history.database import revisions, sync_engine, upgrade
     from webhook_service.store.connect import RedisTimeouts, sync_client
     from webhook_service.wiring import ConfigurationError, secret_box
 
@@ -150,15 +204,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigurationError, MasterKeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    engine = sync_engine(settings)
     client = sync_client(settings.effective_redis_url, RedisTimeouts.of(settings))
     try:
-        report = migrate(client, box)
+        was = revisions(engine)
+        upgrade(engine)
+        if (now := revisions(engine)) != was:
+            print(f"the log's database ({engine.dialect.name}) is at revision {', '.join(now)}")
+        report = migrate(client, box, engine)
     except (schema.SchemaMismatch, RewriteConflict) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except sa.exc.SQLAlchemyError as exc:
+        print(f"error: the log's database: {exc}", file=sys.stderr)
+        return 1
     finally:
         client.close()
-    note = f"{report.aof_note}; backups taken before hold them in clear still"
+        engine.dispose()
+    note = f"{report.aof_note}; backups taken before hold it still"
     if report.unopenable:
         for item in report.unopenable:
             print(f"error: {item} looks sealed but does not open", file=sys.stderr)
@@ -174,7 +237,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not report.changed:
         print(f"nothing to migrate: the store is at schema {schema.CURRENT} already")
         return 0
-    print(f"sealed headers of {report.sealed} endpoints; store is at schema {schema.CURRENT}")
+    for line in _summary(report):
+        print(line)
     if report.aof_note:
         print(note)
     return 0
+
+
+def _summary(report: MigrateReport) -> list[str]:
+    lines = []
+    if report.sealed:
+        lines.append(f"sealed headers of {report.sealed} endpoints")
+    if report.numbered:
+        lines.append(f"gave {report.numbered} endpoints made before them a sequence number")
+    if (moved := report.moved) is not None:
+        lines.append(
+            f"moved to the log: {moved.events} events, {moved.deliveries} deliveries, "
+            f"{moved.attempts} attempts; {moved.pending} pending deliveries (of "
+            f"{moved.events_kept} events) stay in Redis, their attempts in the log only"
+        )
+        lines.append(f"deleted {report.indexes} history index keys")
+    lines.append(f"store is at schema {schema.CURRENT}")
+    return lines

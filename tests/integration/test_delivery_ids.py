@@ -1,7 +1,6 @@
 """Delivery ids and the fields their hashes leave out, through the real scripts: the Lua
-spelling of an id agrees with ids.delivery_id (with an endpoint's sequence number, and
-without, for an endpoint made before there were any), and a reader gets back every field
-the hash did not keep (keys.py, "Derived fields")."""
+spelling of an id agrees with ids.delivery_id (with an endpoint's sequence number), and a
+reader gets back every field the hash did not keep (keys.py, "Derived fields")."""
 
 from __future__ import annotations
 
@@ -27,19 +26,6 @@ async def _endpoint(scripts: Scripts, at: int) -> str:
     return await save_endpoint(scripts, TYPE, at)
 
 
-async def _legacy_endpoint(client: Redis, at: int) -> str:
-    """An endpoint as written before sequence numbers: no seq field."""
-    endpoint_id = new_id("ep", at)
-    await client.hset(
-        keys.endpoint(endpoint_id),
-        mapping={"url": "http://127.0.0.1:9/x", "event_types": f'["{TYPE}"]',
-                 "operations": "0", "disabled": "0", "created": at, "updated": at},
-    )  # fmt: skip
-    await client.sadd(keys.LUA_KEYS["sub_type"] + TYPE, endpoint_id)
-    await client.zadd(keys.ENDPOINTS, {endpoint_id: 0})
-    return endpoint_id
-
-
 async def _accept(events: EventStore, event_id: str, now: int) -> tuple[str, ...]:
     accepted = await events.accept(
         event_id=event_id, event_type=TYPE, body="{}", key_id="key_1", now_ms=now,
@@ -50,21 +36,16 @@ async def _accept(events: EventStore, event_id: str, now: int) -> tuple[str, ...
 
 async def test_the_scripts_build_the_ids_python_spells(client: Redis) -> None:
     scripts = Scripts(client)
-    legacy = await _legacy_endpoint(client, NOW - 3)
     first, second = await _endpoint(scripts, NOW - 2), await _endpoint(scripts, NOW - 1)
     seqs = [int(await client.hget(keys.endpoint(ep), "seq") or 0) for ep in (first, second)]
-    assert seqs[1] == seqs[0] + 1 and not await client.hexists(keys.endpoint(legacy), "seq")
+    assert seqs[1] == seqs[0] + 1
 
     event_id = new_id("msg", NOW)
     ids = await _accept(EventStore(client, scripts), event_id, NOW)
-    expected = [
-        delivery_id(event_id, legacy),
-        delivery_id(event_id, first, seqs[0]),
-        delivery_id(event_id, second, seqs[1]),
-    ]
+    expected = [delivery_id(event_id, first, seqs[0]), delivery_id(event_id, second, seqs[1])]
     # Sorted, they list as their endpoints were made.
     assert sorted(ids) == expected
-    assert all(looks_like(d, "dlv") for d in ids) and len(expected[1]) == 32
+    assert all(looks_like(d, "dlv") for d in ids) and len(expected[0]) == 32
     # The event lists the short ones by their tails.
     dlvs = text(await client.hget(keys.event(event_id), "dlvs"))
     assert dlvs is not None and len(dlvs) < 40
@@ -77,10 +58,10 @@ async def test_the_scripts_build_the_ids_python_spells(client: Redis) -> None:
 async def test_readers_get_back_what_the_hash_leaves_out(client: Redis) -> None:
     scripts = Scripts(client)
     events, store = EventStore(client, scripts), DeliveryStore(client, scripts)
-    legacy, endpoint_id = await _legacy_endpoint(client, NOW - 2), await _endpoint(scripts, NOW)
+    endpoint_id = await _endpoint(scripts, NOW)
     event_id = new_id("msg", NOW)
     ids = sorted(await _accept(events, event_id, NOW))
-    old_form, short = ids
+    (short,) = ids
 
     raw = await client.hgetall(keys.delivery(short))
     assert not {"event", "type", "created", "endpoint"} & set(raw)
@@ -90,13 +71,13 @@ async def test_readers_get_back_what_the_hash_leaves_out(client: Redis) -> None:
 
     records = await store.get_many([*ids, "dlv_missing"])
     assert [(r.id, r.event_id, r.endpoint_id, r.event_type, r.created_ms) for r in records] == [
-        (old_form, event_id, legacy, TYPE, NOW), (short, event_id, endpoint_id, TYPE, NOW),
-    ]  # fmt: skip
+        (short, event_id, endpoint_id, TYPE, NOW),
+    ]
     assert [await store.get(d) for d in ids] == records
 
     # A clock reading other than the id's is kept.
     late_event = new_id("msg", NOW + 5)
-    (late, _) = sorted(await _accept(events, late_event, NOW + 7))
+    (late,) = await _accept(events, late_event, NOW + 7)
     assert (await client.hget(keys.delivery(late), "created")) == str(NOW + 7)
     assert (await client.hget(keys.event(late_event), "created")) == str(NOW + 7)
     record = await store.get(late)

@@ -34,7 +34,7 @@ from tests.integration.conftest import (
 )
 from tests.support.receiver import Receiver
 from tests.support.sentinel import SentinelTopology, start_sentinel_topology
-from tests.support.stack import Stack, service_env
+from tests.support.stack import Stack, migrate_log, service_env
 from webhook_service.embedded import EmbeddedValkey
 from webhook_service.store.connect import replicas_to_confirm, sync_client
 
@@ -100,7 +100,10 @@ def topology(tmp_path: Path) -> Iterator[SentinelTopology]:
 def processes(
     tmp_path: Path, topology: SentinelTopology, request: pytest.FixtureRequest
 ) -> Iterator[Stack]:
-    env = service_env(topology.url, {"WEBHOOK_DURABILITY": request.param})
+    env = service_env(
+        topology.url, {"WEBHOOK_DURABILITY": request.param, "WEBHOOK_DATA_DIR": str(tmp_path)}
+    )
+    migrate_log(env)  # the scheduler starts only on a log at this release's revision
     # The Stack runs the worker and the scheduler; the topology owns every Valkey node (the
     # Stack's own is the first primary, and stopping it once killed does nothing).
     stack = Stack(tmp_path, topology.nodes[topology.primary_port()], env)

@@ -18,6 +18,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -106,12 +108,42 @@ def async_engine(settings: Settings) -> AsyncEngine:
     return engine
 
 
+def _migrations() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(files("webhook_service.history") / "migrations"))
+    return config
+
+
 def upgrade(engine: sa.Engine) -> None:
     """Bring the log's schema up to this release's (the migrations in ``migrations/``),
     with PostgreSQL's day partitions made for today and the days ahead."""
-    config = Config()
-    config.set_main_option("script_location", str(files("webhook_service.history") / "migrations"))
+    config = _migrations()
     with engine.begin() as conn:
         config.attributes["connection"] = conn
         command.upgrade(config, "head")
         partitions.ensure(conn, now_ms())
+
+
+def revisions(engine: sa.Engine) -> frozenset[str]:
+    """The revisions the log's database is at (none before its first migration)."""
+    with engine.connect() as conn:
+        return frozenset(MigrationContext.configure(conn).get_current_heads())
+
+
+def check_current(engine: sa.Engine) -> str | None:
+    """None when the log's database is at this release's revision, else the one line
+    saying why no process may use it. Raises the driver's error when it cannot be reached."""
+    scripts = ScriptDirectory.from_config(_migrations())
+    at, head = revisions(engine), frozenset(scripts.get_heads())
+    if at == head:
+        return None
+    if at - {script.revision for script in scripts.walk_revisions()}:
+        return (
+            f"the delivery log's database is at revision {', '.join(sorted(at))}, newer than "
+            "this release reads; run the release that migrated it, or a later one"
+        )
+    where = f"at revision {', '.join(sorted(at))}" if at else "not migrated yet"
+    return (
+        f"the delivery log's database is {where}, this release needs {', '.join(sorted(head))}; "
+        "run `webhook-service migrate` (with the same WEBHOOK_* settings) first"
+    )

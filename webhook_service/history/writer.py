@@ -20,6 +20,7 @@ from webhook_service.history.records import (
     StateLogged,
 )
 from webhook_service.ids import id_time_ms
+from webhook_service.store.deliveries import Attempt
 
 Row = dict[str, Any]
 
@@ -28,6 +29,39 @@ def _insert_ignoring_conflicts(dialect: str) -> Callable[[sa.Table], Any]:
     """INSERT … ON CONFLICT DO NOTHING, in the dialect's own words."""
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     return lambda table: insert(table).on_conflict_do_nothing()
+
+
+def event_row(
+    event_id: str,
+    event_type: str,
+    key_id: str,
+    idempotency_key: str | None,
+    body: str | None,
+    expunged_ms: int | None = None,
+) -> Row:
+    return {
+        "id": event_id,
+        "created_ms": id_time_ms(event_id),
+        "type": event_type,
+        "key_id": key_id,
+        "idempotency_key": idempotency_key,
+        "body": body,
+        "expunged_ms": expunged_ms,
+    }
+
+
+def attempt_row(delivery_id: str, a: Attempt) -> Row:
+    return {
+        "delivery_id": delivery_id,
+        "number": a.number,
+        "created_ms": a.started_ms,
+        "duration_ms": a.duration_ms,
+        "status_code": a.status_code,
+        "error": a.error,
+        "response_body": a.response_body,
+        "request_headers": a.request_headers,
+        "response_headers": a.response_headers,
+    }
 
 
 def _new_delivery(seq: int, event_id: str, event_type: str, created_ms: int, d: NewDelivery) -> Row:
@@ -86,14 +120,9 @@ def write(conn: sa.Connection, records: Sequence[Record]) -> None:
     for record in records:
         if isinstance(record, EventLogged):
             events.append(
-                {
-                    "id": record.id,
-                    "created_ms": id_time_ms(record.id),
-                    "type": record.type,
-                    "key_id": record.key_id,
-                    "idempotency_key": record.idempotency_key,
-                    "body": record.body,
-                }
+                event_row(
+                    record.id, record.type, record.key_id, record.idempotency_key, record.body
+                )
             )
             deliveries += (
                 _new_delivery(record.seq, record.id, record.type, record.created_ms, d)
@@ -119,20 +148,8 @@ def write(conn: sa.Connection, records: Sequence[Record]) -> None:
                     "b_class": record.last_class,
                 }
             )
-            if (a := record.attempt) is not None:
-                attempts.append(
-                    {
-                        "delivery_id": record.delivery_id,
-                        "number": a.number,
-                        "created_ms": a.started_ms,
-                        "duration_ms": a.duration_ms,
-                        "status_code": a.status_code,
-                        "error": a.error,
-                        "response_body": a.response_body,
-                        "request_headers": a.request_headers,
-                        "response_headers": a.response_headers,
-                    }
-                )
+            if record.attempt is not None:
+                attempts.append(attempt_row(record.delivery_id, record.attempt))
         elif isinstance(record, ExpungeLogged):
             expunges.append(
                 {
@@ -141,6 +158,19 @@ def write(conn: sa.Connection, records: Sequence[Record]) -> None:
                     "b_at": record.at_ms,
                 }
             )
+    write_rows(conn, events, deliveries, attempts)
+    # One statement per state, in stream order: executemany keeps the order it is given.
+    if states:
+        conn.execute(_STATE, states)
+    if expunges:
+        conn.execute(_EXPUNGE, expunges)
+
+
+def write_rows(
+    conn: sa.Connection, events: Sequence[Row], deliveries: Sequence[Row], attempts: Sequence[Row]
+) -> None:
+    """Rows inserted once, in the caller's transaction: a row already there (same key) is
+    left as it is. Each sequence's rows have the same columns (one executemany)."""
     insert = _insert_ignoring_conflicts(conn.dialect.name)
     for table, rows in (
         (tables.events, events),
@@ -149,8 +179,3 @@ def write(conn: sa.Connection, records: Sequence[Record]) -> None:
     ):
         if rows:
             conn.execute(insert(table), rows)
-    # One statement per state, in stream order: executemany keeps the order it is given.
-    if states:
-        conn.execute(_STATE, states)
-    if expunges:
-        conn.execute(_EXPUNGE, expunges)

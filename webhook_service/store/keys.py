@@ -14,12 +14,13 @@ endpoint:{ep}              hash   url, description, event_types (JSON), disabled
                                   sealed), rate_limit, operations, secrets (encrypted
                                   JSON), created, updated, failing_since, troubled,
                                   last_success, seq (its sequence number, which its
-                                  delivery ids end with; none on an endpoint made
-                                  before they existed)
+                                  delivery ids end with)
 endpoints                  zset   every endpoint id (score 0, ordered by id = time)
 endpoints:seq              str    the last endpoint sequence number given (INCR)
-endpoints:seqs             hash   delivery id tail (ids.seq_tail) -> endpoint id, for every
-                                  endpoint given a sequence number, deleted ones too
+endpoints:seqs             hash   delivery id tail -> endpoint id, for every endpoint,
+                                  deleted ones too: its sequence number (ids.seq_tail),
+                                  and the id body the deliveries of one made before those
+                                  end with (schema 2 wrote them; migrate mapped them)
 sub:type:{type}            set    endpoints subscribed to one event type
 sub:all                    set    endpoints that take every type
 sub:ops                    set    operations endpoints: they get our operational events
@@ -98,11 +99,11 @@ member, and keeps data written before this rule in step).
 DeliveryRecord.from_hash and DeliveryStore._read, EventStore.get). ``created`` is written
 only when it differs from the time in the id (ids.id_time_ms), which it never does for ids
 made with the same clock reading. A delivery's ``endpoint`` is named by its id's tail
-(ids.delivery_tail): an endpoint's id body, or a sequence number endpoints:seqs maps to
-the endpoint. A delivery whose id starts with its event's body (every one but a replay's:
-ids.delivery_event) has neither ``event`` nor ``type``: its type is its event's, read in
-the same round trip (an event outlives its deliveries, see lua/trim.lua). A replay's
-delivery keeps both. Data written before these rules has every field, and reads the same.
+(ids.delivery_tail), which endpoints:seqs maps to the endpoint. A delivery whose id
+starts with its event's body (every one but a replay's: ids.delivery_event) has neither
+``event`` nor ``type``: its type is its event's, read in the same round trip (an event
+outlives its deliveries, see lua/release.lua). A replay's delivery keeps both. Data
+written before these rules has every field, and reads the same.
 """
 
 from __future__ import annotations
@@ -333,3 +334,35 @@ def job(job_id: str) -> str:
 
 def job_owner(job_id: str) -> str:
     return job(job_id) + ":owner"
+
+
+# Schema 2 kept the history in Redis too: every event and delivery until retention trimmed
+# them, indexed by idx:events, idx:dlv and the idx:dlv:… / idx:events:… zsets, each attempt
+# in its delivery's hash (field a{n}) or, when long, in the list delivery:{dlv}:attempts,
+# and the trim's retention:cursor. `webhook-service migrate` (history/backfill.py) moves it
+# into the log and deletes it; these names are for it alone.
+SCHEMA2_EVENTS = PREFIX + "idx:events"  # every event id (score 0, ordered by id = time)
+SCHEMA2_INDEXES = PREFIX + "idx:*"  # a SCAN pattern: every history index
+SCHEMA2_RETENTION_CURSOR = PREFIX + "retention:cursor"
+_SCHEMA2_ATTEMPT_FIELD = re.compile(r"a[1-9][0-9]*")
+
+
+def schema2_attempts(delivery_id: str) -> str:
+    return delivery(delivery_id) + ":attempts"
+
+
+def schema2_attempt_field(field: str) -> bool:
+    """Whether a delivery hash field is one of schema 2's attempts (a{n})."""
+    return _SCHEMA2_ATTEMPT_FIELD.fullmatch(field) is not None
+
+
+def idempotency_records() -> str:
+    """A SCAN pattern: every idempotency record (``idempotency``)."""
+    return LUA_KEYS["idem"] + "*"
+
+
+def idempotency_key_of(record: str, key_id: str) -> str | None:
+    """The idempotency key as its producer sent it, from the name of its record
+    (``idempotency``) made for the API key ``key_id``; None if it is not one of that key's."""
+    head = idempotency(key_id, "")
+    return record[len(head) :] if record.startswith(head) else None

@@ -5,6 +5,9 @@
 1. endpoint header values in clear. Every store written before the marker existed: a store
    with endpoints and no marker is schema 1.
 2. header values sealed with the master key (``store/endpoints.py`` ``seal_headers``).
+3. the history in the log's database (``webhook_service/history``): Redis holds the work in
+   flight, and no history index, attempt, or retention cursor (keys.py, "Schema 2"); every
+   endpoint has a sequence number.
 
 Every process (API, worker, scheduler) checks it at start-up (``webhook_service/cli.py``)
 and refuses any version but ``CURRENT``: the read path has no branch for older data.
@@ -25,7 +28,7 @@ from webhook_service.store.connect import DEFAULT_TIMEOUTS, RedisTimeouts, sync_
 
 log = logging.getLogger(__name__)
 
-CURRENT = 2
+CURRENT = 3
 UNMARKED = 1  # what a store holding endpoints but no marker was written by
 
 # While Redis cannot be reached at start-up, try again this often, and say so this often.

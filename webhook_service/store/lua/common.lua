@@ -13,9 +13,8 @@ local function id_time(id)
 end
 
 -- The end of a delivery id: the endpoint's sequence number, its count of base32 digits
--- then the digits; or, for an endpoint made before it had one, its id body (ids.seq_tail).
-local function endpoint_tail(ep, seq)
-  if not seq then return string.sub(ep, 4) end
+-- then the digits (ids.seq_tail).
+local function endpoint_tail(seq)
   local n, digits = tonumber(seq), ''
   repeat
     local d = n % 32
@@ -27,14 +26,11 @@ end
 
 -- Fields a hash leaves out when its id says them (keys.py, "Derived fields"): an event's
 -- and a delivery's created (the time in the id); a delivery's endpoint (its id's tail,
--- after 'dlv_' and 26 characters: an endpoint's id body, or a sequence number that
--- endpoint_seqs maps); a delivery's event, when its id starts with the event's body (not
--- a replay's), and then its type too (its event's).
+-- after 'dlv_' and 26 characters, which endpoint_seqs maps to it); a delivery's event,
+-- when its id starts with the event's body (not a replay's), and then its type too (its
+-- event's).
 local function delivery_endpoint(id, d_endpoint)
-  if d_endpoint then return d_endpoint end
-  local tail = string.sub(id, 31)
-  if #tail == 26 then return 'ep_' .. tail end
-  return redis.call('HGET', K.endpoint_seqs, tail)
+  return d_endpoint or redis.call('HGET', K.endpoint_seqs, string.sub(id, 31))
 end
 local function delivery_event(id, d_event)
   return d_event or ('msg_' .. string.sub(id, 5, 30))
@@ -193,7 +189,7 @@ end
 -- the endpoint's tail: ids.delivery_id.
 local function create_delivery(now, part, event_id, ep, etype, budget, due_at)
   local e = redis.call('HMGET', K.endpoint .. ep, 'disabled', 'seq')
-  local id = 'dlv_' .. part .. endpoint_tail(ep, e[2])
+  local id = 'dlv_' .. part .. endpoint_tail(e[2])
   local status = 'pending'
   if e[1] == '1' then status = 'disabled' end
   local fields = {'status', status, 'attempts', 0, 'budget', budget, 'next_at', now,

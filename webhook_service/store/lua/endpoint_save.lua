@@ -13,13 +13,12 @@ local fields = {}
 for i = 3, #ARGV do fields[#fields + 1] = ARGV[i] end
 -- A new endpoint gets the next sequence number, which its delivery ids end with (shorter
 -- than its id), and endpoint_seqs maps that tail back to it, for good (its deliveries
--- outlive it). One made before there were any keeps none: its delivery ids end with its
--- id body, as they always did.
+-- outlive it).
 if not old[2] then
   local seq = redis.call('INCR', K.endpoint_seq)
   fields[#fields + 1] = 'seq'
   fields[#fields + 1] = seq
-  redis.call('HSET', K.endpoint_seqs, endpoint_tail(id, seq), id)
+  redis.call('HSET', K.endpoint_seqs, endpoint_tail(seq), id)
 end
 redis.call('HSET', key, unpack(fields))
 local now = redis.call('HMGET', key, 'event_types', 'operations')
