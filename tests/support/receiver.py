@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
+from multidict import CIMultiDict
 from standardwebhooks.webhooks import Webhook
 
 # Given the endpoint name and how many requests it has seen (1-based), the status to answer,
@@ -48,6 +49,8 @@ class Receiver:
     hang: set[str] = field(default_factory=set)
     slow: dict[str, float] = field(default_factory=dict)  # seconds to wait before answering
     bodies: dict[str, str] = field(default_factory=dict)  # what to answer; else "answer <code>"
+    # Header lines to answer with besides aiohttp's own, a name repeated as often as given.
+    answer_headers: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     received: list[Received] = field(default_factory=list)
     # False: ``received`` stays empty, for runs too long to keep every request; the counts
     # below are kept either way.
@@ -103,7 +106,11 @@ class Receiver:
         got.status = status
         if verified and 200 <= status < 300:
             self.taken[(name, got.webhook_id)] += 1
-        return web.Response(status=status, text=self.bodies.get(name, f"answer {status}"))
+        return web.Response(
+            status=status,
+            text=self.bodies.get(name, f"answer {status}"),
+            headers=CIMultiDict(self.answer_headers.get(name, [])),
+        )
 
     async def start(self) -> None:
         app = web.Application()

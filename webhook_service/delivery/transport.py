@@ -175,7 +175,7 @@ def recorded_headers(
     """What an attempt's record keeps of an answer's headers: names lower-cased, the values
     of one name joined with ", ", each value as ``redact(name, value)`` gives it, within the
     RECORDED_* bounds (a cut value ends with "…"; the headers dropped are counted under
-    OMITTED). Redacted before it is cut, so a cut never leaves half a secret behind.
+    OMITTED). Redacted before it is cut, so a cut never keeps part of a secret.
 
     A multidict's ``items()`` gives every line, repeated names included."""
     folded: dict[str, str] = {}
@@ -189,15 +189,17 @@ def recorded_headers(
         and all(len(value.encode()) <= RECORDED_VALUE_BYTES for value in folded.values())
     ):
         return folded
-    kept: dict[str, str] = {}
+    # The shortest first, so a few long headers cannot crowd out the ordinary ones (a date,
+    # a content type); the record keeps the order they came in.
+    chosen: dict[str, str] = {}
     room = RECORDED_HEADER_BYTES - _OMITTED_ROOM
-    for name, value in folded.items():
-        cut = _cut(value, min(RECORDED_VALUE_BYTES, room - len(name.encode())))
-        # A header without room for its name and a useful start of its value is dropped; a
-        # shorter one further on may still fit.
-        if cut is not None and len(kept) < RECORDED_HEADERS - 1:
-            kept[name] = cut
+    for name in sorted(folded, key=lambda n: _size([(n, folded[n])])):
+        cut = _cut(folded[name], min(RECORDED_VALUE_BYTES, room - len(name.encode())))
+        # Without room for its name and a useful start of its value a header is dropped.
+        if cut is not None and len(chosen) < RECORDED_HEADERS - 1:
+            chosen[name] = cut
             room -= _size([(name, cut)])
+    kept = {name: chosen[name] for name in folded if name in chosen}
     left_out = len(folded) - len(kept)
     if left_out:
         kept[OMITTED] = f"{left_out} header{'s' if left_out > 1 else ''}"

@@ -24,7 +24,7 @@ async def test_every_attempt_the_receiver_saw_is_in_sql_once(
     sent = {await send_event(api, "log.checked", {"n": n}) for n in range(20)}
     engine = sync_engine(settings_for(stack))
 
-    def logged() -> list[sa.Row[tuple[str, str, int, str]]]:
+    def logged() -> list[sa.Row[tuple[str, str, int, str, dict[str, str], dict[str, str]]]]:
         with engine.connect() as conn:
             return list(
                 conn.execute(
@@ -33,6 +33,8 @@ async def test_every_attempt_the_receiver_saw_is_in_sql_once(
                         tables.deliveries.c.event_id,
                         tables.attempts.c.number,
                         tables.deliveries.c.status,
+                        tables.attempts.c.request_headers,
+                        tables.attempts.c.response_headers,
                     )
                     .join(
                         tables.deliveries, tables.deliveries.c.id == tables.attempts.c.delivery_id
@@ -54,5 +56,8 @@ async def test_every_attempt_the_receiver_saw_is_in_sql_once(
         # Exactly once: as many attempt rows per event as POSTs the receiver got for it.
         per_event = {e: sum(1 for r in seen if r.webhook_id == e) for e in sent}
         assert {e: sum(1 for row in rows if row.event_id == e) for e in sent} == per_event
+        # Each attempt holds the headers that went out and those the receiver answered.
+        assert all(row.request_headers["webhook-id"] == row.event_id for row in rows)
+        assert all(row.response_headers["content-type"].startswith("text/") for row in rows)
     finally:
         engine.dispose()

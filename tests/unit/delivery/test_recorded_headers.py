@@ -78,6 +78,16 @@ def test_one_long_policy_does_not_crowd_out_the_headers_after_it() -> None:
     assert OMITTED not in record
 
 
+def test_ordinary_headers_are_kept_after_long_ones_and_the_order_is_the_receivers() -> None:
+    padding = [(f"X-Padding-{i:02}", "p" * 2000) for i in range(20)]
+    ordinary = [("Content-Type", "text/plain"), ("Date", "Tue, 01 Dec 2026 13:50:13 GMT")]
+    record = recorded_headers(CIMultiDict(padding + ordinary), kept)
+    assert within_bounds(record)
+    assert record["content-type"] == "text/plain"
+    assert list(record)[-3:] == ["content-type", "date", OMITTED]
+    assert next(iter(record)) == "x-padding-00"
+
+
 def test_a_name_too_long_for_the_room_left_is_dropped_and_a_short_one_after_it_kept() -> None:
     answer = {"X-" + "n" * 5000: "v", "X-Short": "ok"}
     assert recorded_headers(answer, kept) == {"x-short": "ok", OMITTED: "1 header"}
