@@ -1,12 +1,14 @@
 """An attempt's headers in the SQL log, for real: API → Valkey → Celery worker → POST to a
-receiver answering a huge header set → record → outbox → the scheduler's shipper → SQLite.
-The log holds the request headers we sent (the endpoint's own values redacted; the signature
-verifies against the stored body) and the answer's within their bounds."""
+receiver answering a huge header set → record → outbox → the scheduler's shipper → SQLite,
+and PostgreSQL. The log holds the request headers we sent (the endpoint's own values
+redacted; the signature verifies against the stored body) and the answer's within their
+bounds."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from standardwebhooks.webhooks import Webhook
 
@@ -22,6 +24,8 @@ from webhook_service.delivery.transport import (
 )
 from webhook_service.history import tables
 from webhook_service.history.database import sync_engine
+
+pytestmark = pytest.mark.both_logs
 
 NAME = "headers-log"
 TYPE = "log.headers"
