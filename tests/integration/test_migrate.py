@@ -43,7 +43,7 @@ from tests.support.stack import ADMIN_KEY, Stack, migrate_log, service_env, sett
 from webhook_service.crypto import SecretBox, generate_master_key
 from webhook_service.embedded import EmbeddedValkey, free_port, start_valkey
 from webhook_service.history import tables
-from webhook_service.history.database import SQLITE_FILE, sync_engine, upgrade
+from webhook_service.history.database import SQLITE_FILE, check_current, sync_engine, upgrade
 from webhook_service.ids import delivery_tail, new_id
 from webhook_service.migrate import migrate
 from webhook_service.store import keys, schema
@@ -247,18 +247,7 @@ async def test_a_fresh_store_is_stamped_and_starts_without_migrating(
     stack.start("api", env={"WEBHOOK_HOST": "127.0.0.1", "WEBHOOK_PORT": str(port)})
     base = f"http://127.0.0.1:{port}"
     try:
-
-        async def up() -> bool:
-            try:
-                async with (
-                    aiohttp.ClientSession() as session,
-                    session.get(base + "/healthz") as response,
-                ):
-                    return response.status == 200
-            except aiohttp.ClientError:
-                return False
-
-        await wait_for(up, timeout=60)
+        await wait_for(lambda: _healthy(base), timeout=60)
         client = sync_client(fresh_valkey.url)
         try:
             assert client.get(keys.SCHEMA) == str(schema.CURRENT)
@@ -284,6 +273,52 @@ async def test_a_fresh_store_is_stamped_and_starts_without_migrating(
             stack.terminate(name)
     logs = "".join((tmp_path / f"{n}.log").read_text() for n in ("api", "worker0", "scheduler"))
     assert "migrate" not in logs
+
+
+async def _healthy(base: str) -> bool:
+    try:
+        async with aiohttp.ClientSession() as session, session.get(base + "/healthz") as response:
+            return response.status == 200
+    except aiohttp.ClientError:
+        return False
+
+
+LOG_REFUSAL = (
+    "the delivery log's database is not migrated yet, this release needs 0001; run "
+    "`webhook-service migrate` (with the same WEBHOOK_* settings) first"
+)
+
+
+def test_the_api_and_the_scheduler_refuse_a_log_behind_or_ahead(env: dict[str, str]) -> None:
+    port = str(free_port())
+    for role in ("api", "scheduler"):
+        status, out = run([role], {**env, "WEBHOOK_HOST": "127.0.0.1", "WEBHOOK_PORT": port})
+        assert status != 0 and LOG_REFUSAL in out, (role, out)
+    engine = sync_engine(settings_of(env))
+    try:
+        upgrade(engine)
+        assert check_current(engine) is None
+        with engine.begin() as conn:
+            conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999'"))
+        refused = check_current(engine)
+        assert refused is not None and "at revision 9999, newer than this release" in refused
+    finally:
+        engine.dispose()
+
+
+async def test_a_log_out_of_reach_does_not_keep_the_api_from_starting(
+    fresh_valkey: EmbeddedValkey, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Delivery goes on while the log is away, and so does a start: its revision waits."""
+    away = f"postgresql://whs@127.0.0.1:{free_port()}/log"
+    stack = Stack(tmp_path, fresh_valkey, {**env, "WEBHOOK_LOG_URL": away})
+    port = free_port()
+    stack.start("api", env={"WEBHOOK_HOST": "127.0.0.1", "WEBHOOK_PORT": str(port)})
+    try:
+        await wait_for(lambda: _healthy(f"http://127.0.0.1:{port}"), timeout=60)
+    finally:
+        stack.terminate("api")
+    assert "the delivery log's database cannot be reached" in (tmp_path / "api.log").read_text()
 
 
 async def test_a_cut_short_run_is_finished_and_nothing_is_sealed_twice(
@@ -492,6 +527,11 @@ async def test_a_release_data_dir_moves_into_the_log_and_its_pending_work_is_del
             assert seqs[delivery_tail(d_id)] == d["endpoint_id"]
         for name in (keys.idempotency("key_rel", k) for k in manifest["idempotency"].values()):
             assert after[name][1]["fanout"] == "3"
+        backlogs = {k: v for k, v in after.items() if k.startswith(keys.backlog(""))}
+        assert backlogs == {
+            keys.backlog(manifest["endpoints"][name]["id"]): ("string", "1")
+            for name in ("pending", "legacy")
+        }
 
         # Run again: nothing changes.
         status, out = run(["migrate"], env)
@@ -536,6 +576,11 @@ async def test_a_release_data_dir_moves_into_the_log_and_its_pending_work_is_del
             return all(v == ("succeeded", 2, True) for v in logged()["deliveries"].values())
 
         await wait_for(shipped, timeout=30)
+        client = sync_client(valkey.url)
+        try:
+            assert [int(client.get(name) or 0) for name in backlogs] == [0, 0]
+        finally:
+            client.close()
         attempts = logged()["attempts"]
         assert [(d, n) for d, n, _ in attempts] == [(d, n) for d in sorted(pending) for n in (1, 2)]
         for first, second in zip(attempts[::2], attempts[1::2], strict=True):

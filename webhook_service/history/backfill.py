@@ -10,10 +10,10 @@ only. ``move`` walks the events oldest first (``keys.SCHEMA2_EVENTS``), a batch 
    a row there already stays as it is) with log_seq 0, so that any outbox record about the
    same delivery, all of which come later, wins;
 3. then, once that is committed, in one MULTI: a finished delivery (succeeded, failed,
-   disabled) leaves Redis, a pending one keeps its state but not its attempts, an event
-   leaves with its last delivery or keeps the count of those in flight (``live``, which
-   release.lua counts down), and the batch's events leave ``SCHEMA2_EVENTS``: the walk's
-   progress.
+   disabled) leaves Redis, a pending one keeps its state but not its attempts and counts in
+   its endpoint's backlog, an event leaves with its last delivery or keeps the count of
+   those in flight (``live``, which release.lua counts down), and the batch's events leave
+   ``SCHEMA2_EVENTS``: the walk's progress, so that nothing is counted twice.
 
 A run killed anywhere leaves each batch untouched in Redis (then read and written again, to
 no effect) or done. ``drop_indexes`` comes after the last batch.
@@ -21,6 +21,7 @@ no effect) or done. ``drop_indexes`` comes after the last batch.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import cast
@@ -63,6 +64,8 @@ class _Batch:
     # Pending deliveries and the attempt fields their hash holds.
     stripped: dict[str, list[str]] = field(default_factory=dict)
     live: dict[str, int] = field(default_factory=dict)  # kept events: deliveries in flight
+    # Pending deliveries per endpoint, as common.lua counts them (endpoints that exist).
+    backlog: Counter[str] = field(default_factory=Counter)
     # Delivery id tails that are an endpoint's id body (endpoints made before sequence
     # numbers): endpoints:seqs learns them, so that every tail is read one way.
     body_tails: set[str] = field(default_factory=set)
@@ -176,6 +179,7 @@ def _read_batch(
     taken: Sequence[Listed],
     seqs: dict[str, str],
     idempotency: dict[str, str],
+    endpoints: set[str],
 ) -> _Batch:
     batch = _Batch()
     ids = [d for _, _, dlvs in taken for d in dlvs]
@@ -216,6 +220,8 @@ def _read_batch(
                 batch.gone.append(keys.delivery(delivery_id))
             else:
                 live += 1
+                if record.endpoint_id in endpoints:
+                    batch.backlog[record.endpoint_id] += 1
                 if in_hash:
                     batch.stripped[delivery_id] = in_hash
         if live:
@@ -236,6 +242,8 @@ def _let_go(client: redis.Redis, batch: _Batch) -> None:
             pipe.hdel(keys.delivery(delivery_id), *names)
         for event_id, live in batch.live.items():
             pipe.hset(keys.event(event_id), _LIVE, live)
+        for endpoint_id, pending in batch.backlog.items():
+            pipe.incrby(keys.backlog(endpoint_id), pending)
         pipe.zrem(keys.SCHEMA2_EVENTS, *batch.event_ids)
         pipe.execute()
 
@@ -246,6 +254,7 @@ def move(client: redis.Redis, engine: sa.Engine, batch_size: int = 1000) -> Move
     moved = Moved()
     idempotency = idempotency_keys(client)
     seqs = cast(dict[str, str], client.hgetall(keys.ENDPOINT_SEQS))
+    endpoints = set(cast(list[str], client.zrange(keys.ENDPOINTS, 0, -1)))
     oldest = cast(list[str], client.zrangebylex(keys.SCHEMA2_EVENTS, "-", "+", 0, 1))
     if oldest:
         # PostgreSQL: the days of the history get their partitions, as the log's own do.
@@ -264,7 +273,7 @@ def move(client: redis.Redis, engine: sa.Engine, batch_size: int = 1000) -> Move
         if not listed:
             return moved
         taking = _take(listed, batch_size)
-        batch = _read_batch(client, listed[:taking], seqs, idempotency)
+        batch = _read_batch(client, listed[:taking], seqs, idempotency, endpoints)
         del listed[:taking]
         with engine.begin() as conn:
             writer.write_rows(conn, batch.events, batch.deliveries, batch.attempts)
