@@ -10,12 +10,8 @@ receiver had the first and the last of that event's deliveries.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import redis
@@ -44,17 +40,6 @@ def _watch(rig: Rig, ready: threading.Event, seen: Counter[str]) -> None:
     client.close()
 
 
-@contextlib.contextmanager
-def _scheduler_paused(rig: Rig) -> Iterator[None]:
-    """SIGSTOP, so its passes do not count as the API's commands; its lock simply expires."""
-    pid = rig.children["scheduler"].pid
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        os.kill(pid, signal.SIGCONT)
-
-
 async def _command_cost(rig: Rig, event_type: str, events: int) -> dict[str, float]:
     """Per accepted event: commands the API sent (round trips) and those its script ran."""
     request = rig.event_request(event_type)
@@ -62,7 +47,8 @@ async def _command_cost(rig: Rig, event_type: str, events: int) -> dict[str, flo
     ready = threading.Event()
     # Once unwatched: connections, script loading and queue declarations happen only once.
     await closed_loop(rig.api_port, request, connections=1, count=1)
-    with _scheduler_paused(rig):
+    # Its passes must not count as the API's commands.
+    with rig.scheduler_paused():
         watcher = threading.Thread(target=_watch, args=(rig, ready, seen))
         watcher.start()
         await asyncio.to_thread(ready.wait, 10)

@@ -22,9 +22,10 @@ from redis.asyncio import Redis
 from bench.http_load import build_request, closed_loop
 from bench.ingest import fixed_rates, highest_sustained
 from bench.plan import Plan
-from bench.procs import free_port, wait_port
+from bench.procs import Child, free_port, wait_port
 from bench.rig import Rig
 from bench.stats import spread
+from webhook_service.store.connect import async_client
 
 FLOOR_STREAM = "bench:floor"
 # Enough connections in flight to keep one server process saturated.
@@ -43,7 +44,8 @@ _REDIS = web.AppKey("redis", Redis)
 async def _ingest(request: web.Request) -> web.Response:
     event = orjson.loads(await request.read())
     entry = await request.app[_REDIS].xadd(FLOOR_STREAM, {"body": orjson.dumps(event)})
-    return web.json_response({"id": entry}, status=202)
+    entry_id = entry if isinstance(entry, str) else entry.decode()
+    return web.json_response({"id": entry_id}, status=202)
 
 
 def ingest_app(redis_url: str) -> web.Application:
@@ -51,7 +53,10 @@ def ingest_app(redis_url: str) -> web.Application:
     app.router.add_post("/v1/events", _ingest)
 
     async def client(application: web.Application) -> AsyncIterator[None]:
-        application[_REDIS] = Redis.from_url(redis_url, decode_responses=True)
+        # The API's own client: a blocking pool of its size, so that under a stall (an AOF
+        # rewrite's fork) requests wait for a connection as the API's do, rather than fail
+        # as they do past 100 with redis-py's default pool.
+        application[_REDIS] = async_client(redis_url)
         yield
         await application[_REDIS].aclose()
 
@@ -70,6 +75,15 @@ def receiver_app() -> web.Application:
     return app
 
 
+def start_ingest_floor(rig: Rig) -> tuple[Child, int]:
+    """The ingest floor's server on the rig's Valkey, listening: it and its port."""
+    port = free_port()
+    args = ["-m", "bench.floors", "ingest", "--port", str(port), "--redis-url", rig.valkey.url]
+    server = rig.launch("floor-ingest", args)
+    wait_port(server, port)
+    return server, port
+
+
 async def measure(rig: Rig, plan: Plan) -> dict[str, Any]:
     """Receiver floor (req/s), then the ingest floor: req/s, fixed rates, sustained rate."""
     port = free_port()
@@ -86,10 +100,7 @@ async def measure(rig: Rig, plan: Plan) -> dict[str, Any]:
     ]
     rig.stop("floor-receiver")
 
-    port = free_port()
-    args = ["-m", "bench.floors", "ingest", "--port", str(port), "--redis-url", rig.valkey.url]
-    server = rig.launch("floor-ingest", args)
-    wait_port(server, port)
+    server, port = start_ingest_floor(rig)
     request = rig.event_request("bench.floor", port)
 
     async def prepare() -> None:

@@ -16,6 +16,7 @@ class Plan:
     deliveries: int  # per delivery-throughput run
     latency_seconds: float
     fanout_events: int  # sent one by one at each fan-out width
+    footprint_events: int  # accepted and held in flight, then delivered (bench/footprint.py)
     ingest_rates: tuple[int, ...] = (500, 1000, 2000)
     endpoint_counts: tuple[int, ...] = (1, 10, 100)
     worker_counts: tuple[int, ...] = (1, 2, 4)
@@ -36,6 +37,7 @@ QUICK = Plan(
     deliveries=1000,
     latency_seconds=4.0,
     fanout_events=3,
+    footprint_events=2000,
 )
 
 FULL = Plan(
@@ -48,6 +50,7 @@ FULL = Plan(
     deliveries=4000,
     latency_seconds=15.0,
     fanout_events=10,
+    footprint_events=5000,
 )
 
 # Seconds, not minutes: checks that the suite itself still works, its figures mean little.
@@ -61,6 +64,7 @@ SMOKE = Plan(
     deliveries=300,
     latency_seconds=1.0,
     fanout_events=1,
+    footprint_events=300,
     ingest_rates=(500,),
     endpoint_counts=(1, 10),
     worker_counts=(1, 2),

@@ -49,13 +49,15 @@ class Child:
         return {f"{self.name}:{pid}": status_bytes(pid) for pid in process_tree(self.pid)}
 
 
-def spawn(name: str, args: Sequence[str], env: Mapping[str, str], log_dir: Path) -> Child:
+def spawn(
+    name: str, args: Sequence[str], env: Mapping[str, str], log_dir: Path, cwd: Path | None = None
+) -> Child:
+    """``cwd``: where ``python -m`` finds its packages; by default this checkout's root."""
     log = (log_dir / f"{name}.log").open("ab")
     process = subprocess.Popen(
         [sys.executable, *args],
         env=dict(env),
-        # The repository root, where `python -m bench...` and the packages resolve.
-        cwd=Path.cwd(),
+        cwd=cwd or Path.cwd(),
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,

@@ -28,6 +28,10 @@ class Sink:
     # the moment its own process saw the 202.
     arrivals: list[tuple[str, str, float]] = field(default_factory=list)
     rejected: int = 0
+    # Kept as they come: the bench polls the stats every 50 ms, and a min and max over
+    # 300 000 arrivals each time would cost this process more than the arrivals do.
+    first: float | None = None
+    last: float | None = None
 
     async def hook(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
@@ -40,7 +44,10 @@ class Sink:
         except WebhookVerificationError:
             self.rejected += 1
             return web.Response(status=401)
-        self.arrivals.append((name, request.headers["webhook-id"], time.time()))
+        now = time.time()
+        self.arrivals.append((name, request.headers["webhook-id"], now))
+        self.first = now if self.first is None else min(self.first, now)
+        self.last = now if self.last is None else max(self.last, now)
         return web.Response()
 
     async def set_secrets(self, request: web.Request) -> web.Response:
@@ -49,12 +56,11 @@ class Sink:
         return web.Response()
 
     async def stats(self, _: web.Request) -> web.Response:
-        times = [t for _, _, t in self.arrivals]
         reply = {
             "received": len(self.arrivals),
             "rejected": self.rejected,
-            "first": min(times, default=None),
-            "last": max(times, default=None),
+            "first": self.first,
+            "last": self.last,
         }
         return web.Response(body=orjson.dumps(reply), content_type="application/json")
 
@@ -64,6 +70,7 @@ class Sink:
     async def reset(self, _: web.Request) -> web.Response:
         self.arrivals.clear()
         self.rejected = 0
+        self.first = self.last = None
         return web.Response()
 
 

@@ -2,7 +2,10 @@
 
 Workers (ours or the naive baseline) come and go per measurement; the rest lives for the
 whole run. Between measurements :meth:`Rig.reset` empties the service's keys and every
-queue, so no phase inherits another's backlog.
+queue, so no phase inherits another's backlog. The service keeps its delivery log in
+SQLite in the rig's directory, migrated before any of its processes starts. A rig can run
+the service from another checkout instead (an earlier release, bench/bench_log.py): its
+processes import that tree, and it has no SQL log to migrate.
 """
 
 from __future__ import annotations
@@ -11,9 +14,10 @@ import asyncio
 import contextlib
 import os
 import secrets
+import signal
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,12 +29,24 @@ import redis
 from bench.http_load import RequestFactory, build_request
 from bench.naive.app import QUEUE as NAIVE_QUEUE
 from bench.naive.app import app as naive_app
+from bench.payload import event_data
 from bench.procs import Child, free_port, spawn, wait_port
 from bench.receiver import ReceiverControl
 from signer import generate_secret
+from webhook_service.config import Settings
 from webhook_service.crypto import generate_master_key
 from webhook_service.embedded import EmbeddedValkey, start_valkey
-from webhook_service.store.keys import DUE, PREFIX, QUEUE_FRESH, QUEUE_RETRY
+from webhook_service.history.database import sync_engine, upgrade
+from webhook_service.store.keys import (
+    DUE,
+    LOG_OUTBOX,
+    LOG_RELEASE,
+    PREFIX,
+    QUEUE_FRESH,
+    QUEUE_RETRY,
+    SCHEMA,
+    delivery,
+)
 
 # kombu's bookkeeping of unacknowledged messages; the bindings (_kombu.binding.*) must stay,
 # or publishing to the queues fails until they are declared again.
@@ -60,15 +76,26 @@ class Rig:
     receiver: ReceiverControl
     redis: redis.Redis
     session: aiohttp.ClientSession
+    # The checkout the service's processes run from: None for this one.
+    tree: Path | None = None
     children: dict[str, Child] = field(default_factory=dict)
     pools: dict[Kind, Workers] = field(default_factory=dict)
 
     @classmethod
-    async def start(cls, directory: Path, *, log_level: str) -> Rig:
+    async def start(
+        cls,
+        directory: Path,
+        *,
+        log_level: str,
+        tree: Path | None = None,
+        settings: Mapping[str, str] | None = None,
+    ) -> Rig:
+        """``settings``: WEBHOOK_* variables every service process gets on top of the rig's."""
         await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
         valkey = start_valkey(directory / "valkey")
         api_port, receiver_port = free_port(), free_port()
         admin_key = "bench-" + secrets.token_urlsafe(24)
+        data_dir = directory / "data"
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("WEBHOOK_")},
             "WEBHOOK_REDIS_URL": valkey.url,
@@ -77,10 +104,20 @@ class Rig:
             "WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8",
             "WEBHOOK_PORT": str(api_port),
             "WEBHOOK_LOG_LEVEL": log_level,
+            "WEBHOOK_DATA_DIR": str(data_dir),
+            **(settings or {}),
             "NAIVE_BROKER_URL": valkey.url,
         }
+        if tree is None:
+            await asyncio.to_thread(_migrate_log, data_dir)
+        else:
+            # Ahead of the editable install of this checkout on the path.
+            env["PYTHONPATH"] = str(tree)
         # The bench publishes the naive baseline's tasks itself, to the same server.
         naive_app.conf.update(broker_url=valkey.url)
+        # Celery's own reset of its connection pools (what it does in a forked child): a rig
+        # started earlier in this process left them pointing at its stopped server.
+        naive_app._after_fork()  # type: ignore[attr-defined]  # celery-types leaves it out
         session = aiohttp.ClientSession()
         rig = cls(
             directory,
@@ -91,22 +128,40 @@ class Rig:
             ReceiverControl(receiver_port, session),
             redis.Redis.from_url(valkey.url, decode_responses=True),
             session,
+            tree,
         )
         try:
             rig.launch("receiver", ["-m", "bench.receiver", "--port", str(receiver_port)])
             wait_port(rig.children["receiver"], receiver_port)
-            rig.launch("api", ["-m", "webhook_service", "api"])
+            rig.service("api", "api")
             wait_port(rig.children["api"], api_port)
-            rig.launch("scheduler", ["-m", "webhook_service", "scheduler"])
+            rig.service("scheduler", "scheduler")
         except BaseException:
             await rig.close()
             raise
         return rig
 
     def launch(self, name: str, args: list[str], **env: str) -> Child:
-        child = spawn(name, args, {**self.env, **env}, self.directory)
+        """A process of this checkout (the receiver, a floor, the naive baseline)."""
+        return self._spawn(name, args, None, env)
+
+    def service(self, name: str, role: str, **env: str) -> Child:
+        """``webhook-service <role>``, from the rig's tree."""
+        return self._spawn(name, ["-m", "webhook_service", role], self.tree, env)
+
+    def _spawn(self, name: str, args: list[str], cwd: Path | None, env: dict[str, str]) -> Child:
+        full = {**self.env, **env}
+        if cwd is None:
+            full.pop("PYTHONPATH", None)
+        child = spawn(name, args, full, self.directory, cwd)
         self.children[name] = child
         return child
+
+    @property
+    def has_log(self) -> bool:
+        """Whether the service keeps its delivery log in SQL (and so releases finished work
+        from Redis): this checkout does, an earlier release does not."""
+        return self.tree is None
 
     def stop(self, name: str) -> None:
         self.children.pop(name).stop()
@@ -124,11 +179,7 @@ class Rig:
         if running is not None:
             self.retire(kind)
         if kind == "ours":
-            child = self.launch(
-                "worker",
-                ["-m", "webhook_service", "worker"],
-                WEBHOOK_WORKER_CONCURRENCY=str(concurrency),
-            )
+            child = self.service("worker", "worker", WEBHOOK_WORKER_CONCURRENCY=str(concurrency))
             # The node name `webhook-service worker` gives itself.
             pool = Workers(
                 child, f"whs-{child.pid}@{socket.gethostname()}", QUEUE_FRESH, concurrency
@@ -176,6 +227,16 @@ class Rig:
         if pool is not None:
             self.stop(pool.child.name)
 
+    @contextlib.contextmanager
+    def scheduler_paused(self) -> Iterator[None]:
+        """SIGSTOP: its passes and its log shipper stand still; its locks simply expire."""
+        pid = self.children["scheduler"].pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
     def valkey_cpu(self) -> float:
         """CPU seconds Valkey has used, as it counts them itself."""
         cpu = self.redis.info("cpu")
@@ -184,7 +245,9 @@ class Rig:
     def reset(self) -> None:
         """Every queue and every key of the service: the next phase starts from nothing."""
         self.purge_queues()
-        self._unlink_matching(PREFIX + "*")
+        # Save the schema marker: a process starting on endpoints with none would take the
+        # store for one written before markers, and refuse it.
+        self._unlink_matching(PREFIX + "*", keep=SCHEMA)
         self.settle()
 
     def settle(self, within: float = 60.0) -> None:
@@ -203,15 +266,45 @@ class Rig:
             time.sleep(0.05)
         raise RuntimeError(f"Valkey still busy in the background after {within}s")
 
+    async def until_shipped(self, within: float = 60.0) -> None:
+        """Until the log outbox is empty: the shipper has taken every record to SQL (at once
+        on a rig without a log, which has no outbox)."""
+        await self._until(lambda: self.redis.xlen(LOG_OUTBOX) == 0, within, "outbox shipped")
+
+    async def until_nothing_due(self, within: float = 60.0) -> None:
+        """Until no delivery is due or leased: every one is final."""
+        await self._until(lambda: self.redis.zcard(DUE) == 0, within, "every delivery final")
+
+    async def until_released(self, within: float = 60.0) -> None:
+        """Until Redis holds no finished delivery: shipped and released, which takes no
+        longer than that with WEBHOOK_HOT_SECONDS=0. Only once the cheap counts say so is
+        the key space scanned, so that the wait costs Valkey next to nothing."""
+
+        def released() -> bool:
+            if self.redis.xlen(LOG_OUTBOX) or self.redis.zcard(LOG_RELEASE):
+                return False
+            return next(self.redis.scan_iter(delivery("*"), count=2000), None) is None
+
+        await self._until(released, within, "finished work released")
+
+    async def _until(self, test: Callable[[], bool], within: float, what: str) -> None:
+        deadline = time.monotonic() + within
+        while not await asyncio.to_thread(test):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"not {what} within {within}s")
+            await asyncio.sleep(0.1)
+
     def purge_queues(self) -> None:
         """Pending wake-ups and tasks, and the due set that would re-publish them."""
         for pattern in (QUEUE_FRESH + "*", QUEUE_RETRY + "*", NAIVE_QUEUE + "*", "bench:*"):
             self._unlink_matching(pattern)
         self.redis.unlink(DUE, *_KOMBU_KEYS)
 
-    def _unlink_matching(self, pattern: str) -> None:
+    def _unlink_matching(self, pattern: str, keep: str = "") -> None:
         batch: list[str] = []
         for key in self.redis.scan_iter(pattern, count=2000):
+            if key == keep:
+                continue
             batch.append(key)
             if len(batch) >= 2000:
                 self.redis.unlink(*batch)
@@ -248,9 +341,17 @@ class Rig:
         await self.receiver.set_secrets(made)
         return [(self.receiver.url(name), secret) for name, secret in made.items()]
 
-    def event_request(self, event_type: str, port: int | None = None) -> RequestFactory:
-        """POST /v1/events, to the API or to a floor server on ``port``."""
-        body = orjson.dumps({"type": event_type, "data": {"invoice": 42, "amount": 1999}})
+    def event_request(
+        self, event_type: str, port: int | None = None, body_bytes: int | None = None
+    ) -> RequestFactory:
+        """POST /v1/events, to the API or to a floor server on ``port``; ``body_bytes``: the
+        size of the body the API will store and send (bench/payload.py)."""
+        data = (
+            {"invoice": 42, "amount": 1999}
+            if body_bytes is None
+            else event_data(event_type, body_bytes)
+        )
+        body = orjson.dumps({"type": event_type, "data": data})
         headers = {
             "Authorization": f"Bearer {self.admin_key}",
             "Content-Type": "application/json",
@@ -264,3 +365,12 @@ class Rig:
         await self.session.close()
         self.redis.close()
         self.valkey.stop()
+
+
+def _migrate_log(data_dir: Path) -> None:
+    """The SQLite log in ``data_dir`` brought to this checkout's schema, as `up` does."""
+    engine = sync_engine(Settings(data_dir=data_dir, log_url=None))
+    try:
+        upgrade(engine)
+    finally:
+        engine.dispose()

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 import uvloop
 
-from bench import delivery, fanout, floors, ingest, latency, profile
+from bench import delivery, fanout, floors, footprint, ingest, latency, profile
 from bench.plan import PLANS, Plan
 from bench.report import markdown_table, rows, text_table
 from bench.rig import Rig
@@ -34,11 +34,12 @@ PHASES: dict[str, Phase] = {
     "ingest": ingest.measure,
     "delivery": delivery.measure,
     "latency": latency.measure,
+    "footprint": footprint.measure,
     "fanout": fanout.measure,
 }
 
 
-def _machine() -> dict[str, Any]:
+def machine() -> dict[str, Any]:
     model = ""
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
@@ -69,7 +70,7 @@ async def _run(plan: Plan, phases: Sequence[str], profiling: bool, keep: bool) -
     result: dict[str, Any] = {
         "plan": plan.name,
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": _machine(),
+        "machine": machine(),
         "load_before": os.getloadavg(),
     }
     rig = await Rig.start(directory, log_level="INFO")

@@ -87,10 +87,7 @@ async def run_layout(
     api_cpu = cpu_seconds(api_children) - api_cpu0
 
     started = [
-        rig.launch(
-            f"worker{n}", ["-m", "webhook_service", "worker"], WEBHOOK_WORKER_CONCURRENCY="1"
-        )
-        for n in range(workers)
+        rig.service(f"worker{n}", "worker", WEBHOOK_WORKER_CONCURRENCY="1") for n in range(workers)
     ]
     stats = await rig.receiver.wait_for(accepted)
     span = (stats["last"] or 0.0) - (stats["first"] or 0.0)
@@ -125,7 +122,7 @@ async def measure(events: int) -> dict[str, Any]:
         rig = await Rig.start(Path(tmp), log_level="WARNING")
         try:
             port2 = free_port()
-            second = rig.launch("api2", ["-m", "webhook_service", "api"], WEBHOOK_PORT=str(port2))
+            second = rig.service("api2", "api", WEBHOOK_PORT=str(port2))
             wait_port(second, port2)
             first = (rig.children["api"], rig.api_port)
             layouts = [

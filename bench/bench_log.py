@@ -1,0 +1,438 @@
+"""The delivery log's benchmarks (issue 15): today's release against this tree, in one run.
+
+``python -m bench.bench_log [--events 100000] [--compare-events 6000] [--rate 1000]
+[--seconds 20] [--keep]`` (about 6 minutes as given; ``--events 10000 --compare-events 2000
+--seconds 6`` for a quick look).
+
+Two stacks, one after the other, each on a Valkey of its own started with the same flags
+(webhook_service/embedded.py: AOF ``everysec``, ``hash-max-listpack-value`` 512): first the
+release (commit ``release_tree.RELEASE``, unpacked with ``git archive`` into the run's temp
+dir, its processes run from there on the same venv), then this tree, its log in SQLite in
+the rig's dir and ``WEBHOOK_HOT_SECONDS=0``, so that finished work leaves Redis as soon as
+the log holds it. Every event has a 100-byte body and fans out to 3 endpoints; 2 worker
+processes deliver.
+
+- **Writes**, both: ``--compare-events`` events accepted with the workers paused, then
+  delivered; AOF growth (bench/aof.py) and Valkey CPU over each half, per event and per
+  delivery. Everything the service writes counts: the ingest script and the shipper's trim
+  of its record; the lease, the record, the due set, the shipper's trim and the release of
+  what finished. No automatic AOF rewrite meanwhile (it would reset the files measured).
+- **Ingest through an AOF rewrite**, both, and the ingest floor (bench/floors.py) on this
+  tree's Valkey: an open loop at ``--rate`` for ``--seconds`` with the workers stopped, a
+  ``BGREWRITEAOF`` at half time that is not waited for; p99 and max.
+- **Memory**, this tree: ``used_memory`` before and after ``--events`` delivered events.
+- **Hot window**, this tree: its scheduler again with the default WEBHOOK_HOT_SECONDS, what
+  one finished event holds in Redis until the window passes; at the memory run's rate, the
+  window holds rate x WEBHOOK_HOT_SECONDS of them.
+
+Prints every figure with its ratio and target; writes ``bench/results/log.json`` and
+``log.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import redis
+import uvloop
+
+from bench import aof, release_tree
+from bench.floors import start_ingest_floor
+from bench.footprint import BODY_BYTES
+from bench.http_load import RequestFactory, closed_loop, open_loop
+from bench.report import CPU, MIB, Row, markdown_table, one, text_table
+from bench.rig import Rig, Workers
+from bench.run import RESULTS, machine
+from webhook_service.config import Settings
+
+FANOUT = 3
+WORKERS = 2
+_LOAD_CONNECTIONS = 32
+_EVENT_TYPE = "bench.log"
+# Events/s the 2 workers keep up with on this machine (200 is the latency phase's rate).
+STEADY_RATE = 300.0
+# What the issue asks (its "Benchmarks" section); the release's own figures are in its text.
+AOF_EVENT_TARGET = 1500
+AOF_DELIVERY_TARGET = 800
+CPU_SHARE_TARGET = 0.6
+MEMORY_GROWTH_TARGET = 0.10
+REWRITE_P99_TARGET = 5.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+    events: int  # delivered in the memory run
+    compare_events: int  # accepted, then delivered, on each stack for the writes
+    hot_events: int  # delivered while the default hot window holds them
+    rate: float  # events/s through the rewrite
+    seconds: float
+
+
+def _log(started: float, text: str) -> None:
+    print(f"[{time.monotonic() - started:6.1f}s] {text}", flush=True)
+
+
+def _memory(rig: Rig) -> int:
+    used: int = rig.redis.info("memory")["used_memory"]
+    return used
+
+
+async def _stack(rig: Rig, name: str) -> tuple[RequestFactory, Workers]:
+    """The run's endpoints on a freshly emptied store, its worker paused, one warm-up event
+    delivered (scripts loaded, connections open) and everything of it settled."""
+    rig.reset()
+    await rig.receiver.reset()
+    await rig.endpoints([f"{name}-{n}" for n in range(FANOUT)], _EVENT_TYPE)
+    request = rig.event_request(_EVENT_TYPE, body_bytes=BODY_BYTES)
+    pool = await rig.workers("ours", WORKERS)
+    await closed_loop(rig.api_port, request, connections=8, count=100)
+    await rig.receiver.wait_for(100 * FANOUT, stall=30.0)
+    await rig.pause(pool)
+    await _finished(rig)
+    await rig.receiver.reset()
+    rig.settle()
+    return request, pool
+
+
+async def _finished(rig: Rig) -> None:
+    """No delivery in flight, and (with a log) everything shipped and let go of."""
+    await rig.until_nothing_due()
+    if rig.has_log:
+        await rig.until_released()
+
+
+async def writes(rig: Rig, events: int) -> dict[str, Any]:
+    """AOF bytes and Valkey CPU per accepted event, then per delivery, and what took the
+    bytes of each (bench/aof.py ``costs``). Then the same with the workers running and
+    events at a rate they keep up with, as in production: per delivered event, since its
+    ingest and its deliveries then interleave."""
+    request, pool = await _stack(rig, "writes")
+    with aof.no_auto_rewrite(rig.redis):
+        start = aof.usage(rig.redis)
+        clock = time.monotonic()
+        load = await closed_loop(
+            rig.api_port, request, connections=_LOAD_CONNECTIONS, count=events, drain_timeout=300.0
+        )
+        accepted = load.statuses[202]
+        # The shipper's trim of the event records belongs to ingest.
+        await rig.until_shipped()
+        ingested = aof.usage(rig.redis)
+        ingest_seconds, clock = time.monotonic() - clock, time.monotonic()
+        await rig.resume(pool)
+        deliveries = accepted * FANOUT
+        stats = await rig.receiver.wait_for(deliveries)
+        await _finished(rig)
+        delivered = aof.usage(rig.redis)
+        delivery_seconds = time.monotonic() - clock
+        steady = await open_loop(
+            rig.api_port, request, STEADY_RATE, max(1.0, events / 2 / STEADY_RATE)
+        )
+        steady_events = steady.statuses[202]
+        await rig.receiver.wait_for(deliveries + steady_events * FANOUT)
+        await _finished(rig)
+        done = aof.usage(rig.redis)
+        await rig.pause(pool)
+    if (done - start).rewrites:
+        raise RuntimeError("an AOF rewrite ran during the writes run; its figures are void")
+    ingest, delivery, both = ingested - start, delivered - ingested, done - delivered
+    written = aof.appended(aof.appendonly_dir(rig.redis))
+    return {
+        "events": accepted,
+        "deliveries": deliveries,
+        "received": stats["received"],
+        "aof_bytes_per_event": ingest.aof_bytes / accepted,
+        "aof_bytes_per_delivery": delivery.aof_bytes / deliveries,
+        "valkey_cpu_ms_per_event": 1000 * ingest.cpu_seconds / accepted,
+        "valkey_cpu_ms_per_delivery": 1000 * delivery.cpu_seconds / deliveries,
+        "ingest_seconds": ingest_seconds,
+        "delivery_seconds": delivery_seconds,
+        "steady_events": steady_events,
+        "steady_aof_bytes_per_event": both.aof_bytes / max(1, steady_events),
+        "steady_valkey_cpu_ms_per_event": 1000 * both.cpu_seconds / max(1, steady_events),
+        "ingest_costs": aof.costs(written[start.aof_bytes : ingested.aof_bytes]),
+        "delivery_costs": aof.costs(written[ingested.aof_bytes : delivered.aof_bytes]),
+        "steady_costs": aof.costs(written[delivered.aof_bytes : done.aof_bytes]),
+    }
+
+
+async def through_rewrite(
+    rig: Rig, port: int, request: RequestFactory, rate: float, seconds: float
+) -> dict[str, float]:
+    """Open loop at ``rate`` for ``seconds``, BGREWRITEAOF at half time: the latencies, how
+    long the rewrite ran and its fork took. The rewrite is not waited for, nor settled."""
+    rig.settle()
+    rewrites = int(rig.redis.info("persistence")["aof_rewrites"])
+    rewrite: dict[str, float] = {}
+
+    async def midway() -> None:
+        await asyncio.sleep(seconds / 2)
+        began = time.monotonic()
+        with contextlib.suppress(redis.ResponseError):  # an automatic one runs already
+            await asyncio.to_thread(rig.redis.bgrewriteaof)
+        while True:
+            persistence = await asyncio.to_thread(rig.redis.info, "persistence")
+            if not persistence["aof_rewrite_in_progress"]:
+                break
+            await asyncio.sleep(0.05)
+        rewrite["seconds"] = time.monotonic() - began
+
+    rewriting = asyncio.create_task(midway())
+    load = await open_loop(port, request, rate, seconds, drain_timeout=10.0)
+    await rewriting
+    stats = rig.redis.info("stats")
+    return {
+        **load.summary(),
+        "rewrite_ms": 1000 * rewrite["seconds"],
+        "rewrites": int(rig.redis.info("persistence")["aof_rewrites"]) - rewrites,
+        "fork_ms": int(stats["latest_fork_usec"]) / 1000,
+        "used_memory": _memory(rig),
+    }
+
+
+async def ingest_through_rewrite(rig: Rig, sizes: Sizes) -> dict[str, float]:
+    """The service's API, each event to 3 endpoints, the workers paused: only ingest runs
+    (and, on this tree, the shipper)."""
+    request, _pool = await _stack(rig, "rewrite")
+    return await through_rewrite(rig, rig.api_port, request, sizes.rate, sizes.seconds)
+
+
+async def floor_through_rewrite(rig: Rig, sizes: Sizes) -> dict[str, float]:
+    server, port = start_ingest_floor(rig)
+    try:
+        request = rig.event_request("bench.floor", port, body_bytes=BODY_BYTES)
+        await closed_loop(port, request, connections=8, count=300)
+        return await through_rewrite(rig, port, request, sizes.rate, sizes.seconds)
+    finally:
+        rig.stop(server.name)
+        rig.purge_queues()  # its stream
+
+
+async def memory(rig: Rig, events: int) -> dict[str, float]:
+    """used_memory before, at its highest during, and after ``events`` delivered events,
+    the workers running while they are accepted."""
+    request, pool = await _stack(rig, "memory")
+    before = _memory(rig)
+    peak = before
+    await rig.resume(pool)
+
+    async def watch() -> None:
+        nonlocal peak
+        while True:
+            peak = max(peak, await asyncio.to_thread(_memory, rig))
+            await asyncio.sleep(1.0)
+
+    watcher = asyncio.create_task(watch())
+    clock = time.monotonic()
+    # A few connections: the workers keep up with most of it, as they would in production.
+    load = await closed_loop(
+        rig.api_port, request, connections=4, count=events, drain_timeout=1800.0
+    )
+    accepted = load.statuses[202]
+    stats = await rig.receiver.wait_for(accepted * FANOUT, stall=30.0)
+    seconds = time.monotonic() - clock
+    await _finished(rig)
+    watcher.cancel()
+    rig.settle()
+    after = _memory(rig)
+    await rig.pause(pool)
+    return {
+        "events": accepted,
+        "received": stats["received"],
+        "before": before,
+        "peak": peak,
+        "after": after,
+        "seconds": seconds,
+        "events_per_second": accepted / seconds,
+    }
+
+
+async def hot_window(rig: Rig, events: int) -> dict[str, float]:
+    """What a finished event holds in Redis while the default hot window keeps it: the
+    scheduler (whose shipper releases) started again with that window."""
+    request, pool = await _stack(rig, "hot")
+    hot = Settings.model_fields["hot_seconds"].default
+    rig.stop("scheduler")
+    rig.service("scheduler", "scheduler", WEBHOOK_HOT_SECONDS=str(hot))
+    before = _memory(rig)
+    clock = time.monotonic()
+    await rig.resume(pool)
+    load = await closed_loop(
+        rig.api_port, request, connections=4, count=events, drain_timeout=300.0
+    )
+    accepted = load.statuses[202]
+    await rig.receiver.wait_for(accepted * FANOUT, stall=30.0)
+    # Final, recorded and shipped: then held for the window.
+    await rig.until_nothing_due()
+    await rig.until_shipped()
+    rig.settle()
+    held = _memory(rig) - before
+    if time.monotonic() - clock >= hot:
+        raise RuntimeError(f"the hot-window run took longer than the {hot} s window")
+    await rig.pause(pool)
+    return {"events": accepted, "hot_seconds": hot, "bytes_per_event": held / accepted}
+
+
+def rows(result: dict[str, Any]) -> list[Row]:
+    old, new = result["release"], result["current"]
+    w_old, w_new = old["writes"], new["writes"]
+    mem, hot, floor = new["memory"], new["hot"], result["floor"]
+
+    def compared(
+        figure: str,
+        key: str,
+        unit: str,
+        target: str = "",
+        met: bool | None = None,
+        scale: float = 1.0,
+    ) -> Row:
+        return Row("writes", figure, one(w_new[key] * scale), unit, "lower",
+                   one(w_old[key] * scale), "release", target, met)  # fmt: skip
+
+    growth = mem["after"] / mem["before"] - 1
+    held = hot["bytes_per_event"] * mem["events_per_second"] * hot["hot_seconds"]
+    p99, floor_p99 = new["rewrite"]["p99_ms"], floor["p99_ms"]
+    per = f"{FANOUT} endpoints, {BODY_BYTES} B body"
+    return [
+        compared(f"AOF bytes per ingested event ({per})", "aof_bytes_per_event", "B",
+                 f"≤ {AOF_EVENT_TARGET:,} B", w_new["aof_bytes_per_event"] <= AOF_EVENT_TARGET),
+        compared("AOF bytes per delivery (lease, record, shipper trim, release)",
+                 "aof_bytes_per_delivery", "B", f"≤ {AOF_DELIVERY_TARGET} B",
+                 w_new["aof_bytes_per_delivery"] <= AOF_DELIVERY_TARGET),
+        compared("Valkey CPU per delivery", "valkey_cpu_ms_per_delivery", CPU,
+                 f"≤ {CPU_SHARE_TARGET:.0%} of release's",
+                 w_new["valkey_cpu_ms_per_delivery"]
+                 <= CPU_SHARE_TARGET * w_old["valkey_cpu_ms_per_delivery"]),
+        compared("Valkey CPU per ingested event", "valkey_cpu_ms_per_event", CPU),
+        compared(f"AOF bytes per delivered event, workers running, {STEADY_RATE:.0f} ev/s",
+                 "steady_aof_bytes_per_event", "B"),
+        compared(f"Valkey CPU per delivered event, workers running, {STEADY_RATE:.0f} ev/s",
+                 "steady_valkey_cpu_ms_per_event", CPU),
+        Row("memory", f"used_memory before {mem['events']:,} delivered events",
+            one(mem["before"] / MIB), "MiB", "lower"),
+        Row("memory", "  at its highest while they were delivered", one(mem["peak"] / MIB),
+            "MiB", "lower"),
+        Row("memory", "  after them, WEBHOOK_HOT_SECONDS=0", one(mem["after"] / MIB), "MiB",
+            "lower", one(mem["before"] / MIB), "before",
+            f"within {MEMORY_GROWTH_TARGET:.0%} of before", abs(growth) <= MEMORY_GROWTH_TARGET),
+        Row("memory", f"  finished event held in the {hot['hot_seconds']:.0f} s hot window",
+            one(hot["bytes_per_event"]), "B", "lower"),
+        Row("memory", f"  with the default window at {mem['events_per_second']:,.0f} ev/s "
+            f"(rate x {hot['hot_seconds']:.0f} s of finished events held)",
+            one((mem["before"] + held) / MIB), "MiB", "lower", one(mem["before"] / MIB),
+            "before"),
+        Row("ingest", f"p99 at {result['sizes']['rate']:,.0f} ev/s through an AOF rewrite",
+            one(p99), "ms", "lower", one(floor_p99), "floor",
+            f"≤ {REWRITE_P99_TARGET:.0f}x floor", p99 <= REWRITE_P99_TARGET * floor_p99),
+        Row("ingest", "  the same, release", one(old["rewrite"]["p99_ms"]), "ms", "lower",
+            one(floor_p99), "floor"),
+        Row("ingest", "  max, this tree", one(new["rewrite"]["max_ms"]), "ms", "lower",
+            one(floor["max_ms"]), "floor"),
+        Row("ingest", "  max, release", one(old["rewrite"]["max_ms"]), "ms", "lower",
+            one(floor["max_ms"]), "floor"),
+        Row("ingest", "  errors, this tree / release", one(new["rewrite"]["errors"]), "",
+            "lower", one(old["rewrite"]["errors"]), "release"),
+        Row("ingest", "  the rewrite's fork, this tree", one(new["rewrite"]["fork_ms"]), "ms",
+            "lower", one(old["rewrite"]["fork_ms"]), "release"),
+        Row("ingest", "  the rewrite's run, this tree", one(new["rewrite"]["rewrite_ms"]),
+            "ms", "lower", one(old["rewrite"]["rewrite_ms"]), "release"),
+    ]  # fmt: skip
+
+
+def cost_lines(result: dict[str, Any]) -> list[str]:
+    """What takes the AOF's bytes, per event of ingest and per delivery, on each side: a
+    Markdown table."""
+    lines = ["| side | per | command and key | count | bytes |", "|---|---|---|---:|---:|"]
+    for side in ("release", "current"):
+        figures = result[side]["writes"]
+        for per, key, by in (("event", "ingest_costs", "events"),
+                             ("delivery", "delivery_costs", "deliveries"),
+                             ("delivered event", "steady_costs", "steady_events")):  # fmt: skip
+            lines += [
+                f"| {side} | {per} | `{c['kind']}` | {c['count'] / figures[by]:.2f} "
+                f"| {c['bytes'] / figures[by]:,.0f} |"
+                for c in figures[key]
+            ]
+    return lines
+
+
+async def _run(sizes: Sizes, directory: Path) -> dict[str, Any]:
+    started = time.monotonic()
+    result: dict[str, Any] = {
+        "release_commit": release_tree.RELEASE,
+        "sizes": dataclasses.asdict(sizes),
+        "machine": machine(),
+    }
+    tree = release_tree.export(release_tree.RELEASE, directory / "release-tree")
+    _log(started, f"release {release_tree.RELEASE}: starting")
+    old = await Rig.start(directory / "release", log_level="INFO", tree=tree)
+    try:
+        result["valkey"] = old.redis.info("server").get("valkey_version", "?")
+        _log(started, f"release: writes of {sizes.compare_events:,} events")
+        release = {"writes": await writes(old, sizes.compare_events)}
+        _log(started, "release: ingest through a rewrite")
+        release["rewrite"] = await ingest_through_rewrite(old, sizes)
+        result["release"] = release
+    finally:
+        await old.close()
+    _log(started, "this tree: starting")
+    new = await Rig.start(
+        directory / "current", log_level="INFO", settings={"WEBHOOK_HOT_SECONDS": "0"}
+    )
+    try:
+        _log(started, f"this tree: writes of {sizes.compare_events:,} events")
+        current = {"writes": await writes(new, sizes.compare_events)}
+        _log(started, "floor: ingest through a rewrite")
+        result["floor"] = await floor_through_rewrite(new, sizes)
+        _log(started, "this tree: ingest through a rewrite")
+        current["rewrite"] = await ingest_through_rewrite(new, sizes)
+        _log(started, f"this tree: memory over {sizes.events:,} delivered events")
+        current["memory"] = await memory(new, sizes.events)
+        _log(started, f"this tree: the default hot window, {sizes.hot_events:,} events")
+        current["hot"] = await hot_window(new, sizes.hot_events)
+        result["current"] = current
+    finally:
+        await new.close()
+    result["seconds"] = round(time.monotonic() - started, 1)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=100_000, help="memory run")
+    parser.add_argument("--compare-events", type=int, default=6000, help="writes, each stack")
+    parser.add_argument("--hot-events", type=int, default=6000, help="hot-window run")
+    parser.add_argument("--rate", type=float, default=1000.0, help="ev/s through the rewrite")
+    parser.add_argument("--seconds", type=float, default=20.0, help="of that run")
+    parser.add_argument("--keep", action="store_true", help="keep the processes' logs and data")
+    args = parser.parse_args(argv)
+    sizes = Sizes(args.events, args.compare_events, args.hot_events, args.rate, args.seconds)
+    directory = Path(tempfile.mkdtemp(prefix="whs-bench-log-"))
+    try:
+        result = uvloop.run(_run(sizes, directory))
+    finally:
+        if args.keep:
+            print(f"logs and data kept in {directory}")
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
+    table = rows(result)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "log.json").write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    costs = cost_lines(result)
+    (RESULTS / "log.md").write_text(markdown_table(table) + "\n\n" + "\n".join(costs) + "\n")
+    print("\n".join(costs) + "\n")
+    print(text_table(table))
+    print(f"\n{result['seconds']} s; results in {RESULTS}/log.json")
+
+
+if __name__ == "__main__":
+    main()
