@@ -62,11 +62,14 @@ test: lint typecheck chromium postgresql
 	$(BIN)/python -m pytest tests/unit tests/integration tests/chaos -q -p no:cacheprovider -ra
 
 # Quick (~3 min): the signer, then the whole service against its floors and the naive
-# Celery baseline (bench/run.py). bench-full: the whole grid, many repeats (~25 min).
+# Celery baseline (bench/run.py); then the delivery log against today's release, AOF, CPU,
+# memory and a rewrite under load (bench/bench_log.py, ~6 min). bench-full: the whole
+# grid, many repeats (~25 min).
 bench: $(STAMP) postgresql
 	$(BIN)/python bench/bench_signer.py
 	$(BIN)/python -m bench.bench_refusals
 	$(BIN)/python -m bench.run --plan quick
+	$(BIN)/python -m bench.bench_log
 
 bench-full: $(STAMP)
 	$(BIN)/python bench/bench_signer.py --runs 9
