@@ -45,13 +45,20 @@ class DeliveryFilter(TimeRange):
     def matches(self, record: DeliveryRecord) -> bool:
         """Every filter but the time range (which the query's id range answers)."""
         return (
-            (self.endpoint_id is None or record.endpoint_id == self.endpoint_id)
-            and (self.event_id is None or record.event_id == self.event_id)
+            self.matches_for_good(record)
             and (self.status is None or record.status == self.status)
-            and (self.event_type is None or record.event_type == self.event_type)
             and (self.status_class is None or record.last_class == self.status_class)
             and (self.attempts_min is None or record.attempts >= self.attempts_min)
             and (self.attempts_max is None or record.attempts <= self.attempts_max)
+        )
+
+    def matches_for_good(self, record: DeliveryRecord) -> bool:
+        """The filters on what never changes about a delivery (its endpoint, event, type):
+        a record that fails them fails whatever state it is in now."""
+        return (
+            (self.endpoint_id is None or record.endpoint_id == self.endpoint_id)
+            and (self.event_id is None or record.event_id == self.event_id)
+            and (self.event_type is None or record.event_type == self.event_type)
         )
 
     def to_json(self) -> str:

@@ -18,7 +18,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import Any
 
 import redis.exceptions
 import sqlalchemy as sa
@@ -30,7 +30,6 @@ from webhook_service.ids import looks_like
 from webhook_service.store.deliveries import Attempt, DeliveryRecord, DeliveryStore
 from webhook_service.store.events import EventRecord, EventStore
 from webhook_service.store.refusals import refused
-from webhook_service.store.states import Status
 
 # How many rows one page of deliveries may read, and for how long, when its filters are not
 # all held by the index it walks, before it returns what it has and a cursor to go on from:
@@ -45,20 +44,10 @@ class LogUnavailable(Exception):
 
 
 def _delivery(row: Any) -> DeliveryRecord:
-    return DeliveryRecord(
-        id=row.id,
-        event_id=row.event_id,
-        endpoint_id=row.endpoint_id,
-        event_type=row.event_type,
-        status=cast(Status, row.status),  # the writer writes no other value
-        attempts=row.attempts,
-        next_at_ms=row.next_at_ms,
-        created_ms=row.created_ms,
-        updated_ms=row.updated_ms,
-        last_code=row.last_code,
-        last_error=row.last_error,
-        last_class=row.last_class,
-    )
+    """From a row of ``queries.DELIVERY_COLUMNS``, the record's fields in their order: by
+    position, since a list may read thousands of rows a page (a field by name costs more
+    than the rest of the page; tests/unit/history/test_queries.py checks the order)."""
+    return DeliveryRecord(*row)
 
 
 def _attempt(row: Any) -> Attempt:
@@ -126,9 +115,10 @@ class HistoryReader:
         while True:
             rows = await self._rows(queries.deliveries_page(query, scan, cursor, batch))
             read += len(rows)
-            # The latest state may no longer match (a pending one has moved on): filtered
-            # again, every filter, as shown.
-            for record in await self._latest([_delivery(row) for row in rows]):
+            # Those that may match are shown in their latest state, which is filtered: a
+            # pending one may have moved on.
+            maybe = [r for r in map(_delivery, rows) if query.matches_for_good(r)]
+            for record in await self._latest(maybe):
                 if query.matches(record):
                     items.append(record)
                     if len(items) == limit:

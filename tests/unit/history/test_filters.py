@@ -33,6 +33,16 @@ def test_matches_every_filter_given() -> None:
     assert DeliveryFilter(status="succeeded", status_class="2xx", attempts_max=1).matches(done)
 
 
+def test_what_never_changes_is_told_apart() -> None:
+    # A pending record that fails these fails whatever Redis says of it now: the reader
+    # looks no further.
+    record = _record(status="pending")
+    assert DeliveryFilter(endpoint_id="ep_1", status="failed").matches_for_good(record)
+    assert not DeliveryFilter(endpoint_id="ep_2").matches_for_good(record)
+    assert not DeliveryFilter(event_type="x.y").matches_for_good(record)
+    assert not DeliveryFilter(event_id="msg_2").matches_for_good(record)
+
+
 def test_the_time_range_is_left_to_the_query() -> None:
     # The query's id range answers it; a record's time never changes, so the reader need
     # not look again after it shows a record as Redis has it now.

@@ -3,6 +3,7 @@ SQLite walks it in id order (no sort of the matches, whatever the history's size
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from webhook_service.history import queries
 from webhook_service.history.database import sync_engine, upgrade
 from webhook_service.history.filters import DeliveryFilter, EventFilter
 from webhook_service.ids import id_bound
+from webhook_service.store.deliveries import DeliveryRecord
 
 EP, EV = "ep_01JDZ00000000000000000000", "msg_01JDZ00000000000000000000"
 
@@ -142,3 +144,9 @@ def test_reads_by_id_use_the_keys(log: sa.Engine) -> None:
     (step,) = _plan(log, queries.attempts_of("dlv_1"))
     assert "sqlite_autoindex_attempts_1" in step and "TEMP" not in step
     assert "deliveries_by_event" in _plan(log, queries.delivery_ids_of_event(EV))[0]
+
+
+def test_a_delivery_row_is_a_record_by_position() -> None:
+    # reader._delivery builds a record from a row by position: the same names, in order.
+    names = [column.name for column in queries.DELIVERY_COLUMNS]
+    assert names == [field.name for field in dataclasses.fields(DeliveryRecord)]
