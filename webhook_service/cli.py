@@ -53,9 +53,9 @@ def _run_scheduler(settings: Settings) -> int:
     from webhook_service.history.database import sync_engine
     from webhook_service.history.shipper import Shipper, start_thread
     from webhook_service.store.connect import RedisTimeouts, sync_client
+    from webhook_service.wakeup import CeleryWaker
     from workers.celery_app import app
     from workers.scheduler import Scheduler
-    from workers.wakeup import CeleryWaker
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -18,8 +18,6 @@ from webhook_service.config import Settings
 from webhook_service.store.keys import QUEUE_FRESH, QUEUE_RETRY
 from webhook_service.store.redis_url import celery_broker, parse_sentinel
 
-TASK_DELIVER = "whs.deliver"
-
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     # A task only leases its batch; one that takes longer than a lease is stuck.

@@ -9,8 +9,9 @@ from typing import Any
 from celery.signals import worker_process_shutdown
 
 from webhook_service.store.refusals import refused
+from webhook_service.wakeup import TASK_DELIVER
 from workers import runtime
-from workers.celery_app import TASK_DELIVER, app
+from workers.celery_app import app
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,8 @@ from tests.support.receiver import Receiver
 from tests.support.stack import Stack, start_stack
 from webhook_service.config import Settings
 from webhook_service.store.keys import QUEUE_FRESH
-from workers.celery_app import TASK_DELIVER, make_app
+from webhook_service.wakeup import TASK_DELIVER
+from workers.celery_app import make_app
 
 pytestmark = pytest.mark.chaos
 

@@ -14,7 +14,7 @@ from tests.support.receiver import Receiver
 from tests.support.stack import Stack
 from webhook_service.embedded import EmbeddedValkey
 from webhook_service.store.keys import QUEUE_FRESH
-from workers.celery_app import TASK_DELIVER
+from webhook_service.wakeup import TASK_DELIVER
 
 
 async def _send(api: Api, event_type: str) -> tuple[str, set[str]]:

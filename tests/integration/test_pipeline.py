@@ -16,7 +16,8 @@ from tests.integration.conftest import (
 from tests.support.receiver import Receiver
 from tests.support.stack import Stack
 from webhook_service.store.keys import QUEUE_FRESH, QUEUE_RETRY
-from workers.celery_app import TASK_DELIVER, make_app
+from webhook_service.wakeup import TASK_DELIVER
+from workers.celery_app import make_app
 
 
 async def test_fan_out_by_type_is_exact_and_verified(api: Api, receiver: Receiver) -> None:

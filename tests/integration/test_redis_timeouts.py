@@ -22,7 +22,8 @@ from webhook_service.config import Settings
 from webhook_service.embedded import EmbeddedValkey
 from webhook_service.store.connect import RedisTimeouts, async_client, sync_client
 from webhook_service.store.keys import QUEUE_FRESH
-from workers.celery_app import TASK_DELIVER, make_app
+from webhook_service.wakeup import TASK_DELIVER
+from workers.celery_app import make_app
 
 TIMEOUTS = RedisTimeouts(connect=0.5, socket=1.0, health_check_interval=1.0, pool=0.5)
 # What a busy machine adds; under one more socket timeout, so a retried timeout fails.

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 async def build_app(settings: Settings) -> web.Application:
     from workers.celery_app import make_app
-    from workers.wakeup import AsyncCeleryWaker, CeleryWaker, NoWakeups
+    from webhook_service.wakeup import AsyncCeleryWaker, CeleryWaker, NoWakeups
 
     if settings.admin_key is None:
         raise ConfigurationError("WEBHOOK_ADMIN_KEY is not set")

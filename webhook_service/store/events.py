@@ -27,7 +27,7 @@ class IdempotencyClaim:
 class InlineWakeup:
     """A new event's wake-ups, pushed onto a Celery queue by the ingest script itself: they
     cost the API nothing, and an event is never stored without them. ``template`` is the
-    queue message with ``#TASK#`` and ``#IDS#`` to fill in (workers/wakeup.py)."""
+    queue message with ``#TASK#`` and ``#IDS#`` to fill in (webhook_service/wakeup.py)."""
 
     queue: str
     template: str

@@ -1,9 +1,11 @@
-"""Publishing wake-ups: Celery messages that carry delivery ids, in batches.
+"""Wake-ups: the Celery messages that carry delivery ids to the workers, in batches.
 
 A wake-up's one argument is the comma list of its delivery ids. Most are never published
 from Python: the ingest script pushes a new event's wake-ups itself, in the same atomic step
-that stores the event (``inline_template``). The others (retries, replays, strict mode, the
-scheduler) go through kombu.
+that stores the event, from the message template made here (``inline_template``; its Lua
+half is ``push_wakeups`` in store/lua/common.lua). The others (retries, replays, strict
+mode, the scheduler) go through kombu (``CeleryWaker``). The workers consume them
+(workers/tasks.py, the task named ``TASK_DELIVER``).
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from celery import Celery
 from webhook_service.store.events import InlineWakeup
 from webhook_service.store.keys import QUEUE_FRESH, QUEUE_RETRY
 from webhook_service.store.refusals import refused
-from workers.celery_app import TASK_DELIVER
 
 log = logging.getLogger(__name__)
+
+# The one task the workers run; every wake-up names it.
+TASK_DELIVER = "whs.deliver"
 
 
 # A publish gives up after about a second: the deliveries are stored already and their due
