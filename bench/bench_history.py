@@ -30,6 +30,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -64,7 +65,7 @@ def _encode(value: int, length: int) -> str:
 def _sql_encode(expr: str, length: int) -> str:
     """``ids._encode`` in SQL that SQLite and PostgreSQL both run."""
     return " || ".join(
-        f"substr('{_ALPHABET}', (({expr}) >> {5 * (length - 1 - i)}) % 32 + 1, 1)"
+        f"substr('{_ALPHABET}', CAST((({expr}) >> {5 * (length - 1 - i)}) % 32 + 1 AS INTEGER), 1)"
         for i in range(length)
     )
 
@@ -82,7 +83,7 @@ def event_ms(n: int) -> int:
 # Event n: its id (as event_id), type and producer key from a hash of n. (S608 below: the
 # SQL is made of this module's constants alone; the bounds go in as parameters.)
 _EVENTS = f"""
-WITH RECURSIVE s(n) AS (SELECT :first UNION ALL SELECT n + 1 FROM s WHERE n < :last)
+WITH RECURSIVE s(n) AS (SELECT CAST(:first AS BIGINT) UNION ALL SELECT n + 1 FROM s WHERE n < :last)
 INSERT INTO events (id, created_ms, type, key_id, idempotency_key, body, expunged_ms)
 SELECT 'msg_{_encode(START >> 30, 4)}' || {_sql_encode(f"n * {EVERY_MS}", 6)}
        || substr('0000000000000000' || n, length(n || '') + 1),
@@ -145,7 +146,8 @@ def fill(engine: sa.Engine, first: int, last: int) -> None:
             conn.exec_driver_sql("ANALYZE")  # PostgreSQL's autovacuum would, given time
 
 
-Fetch = Callable[[str | None], Awaitable[str | None]]
+# One page from a cursor: the next cursor, and how many items the page held.
+Fetch = Callable[[str | None], Awaitable[tuple[str | None, int]]]
 
 
 def _queries(events: int, small_events: int) -> dict[str, DeliveryFilter | EventFilter]:
@@ -185,7 +187,7 @@ def _fetcher(reader: HistoryReader, query: DeliveryFilter | EventFilter) -> Fetc
     exact = isinstance(query, EventFilter) or delivery_scan(query).exact
     want = 2 if isinstance(query, DeliveryFilter) and query.event_id else PAGE
 
-    async def fetch(cursor: str | None) -> str | None:
+    async def fetch(cursor: str | None) -> tuple[str | None, int]:
         if isinstance(query, DeliveryFilter):
             page = await reader.list_deliveries(query, PAGE, cursor)
             size = len(page.items)
@@ -196,7 +198,7 @@ def _fetcher(reader: HistoryReader, query: DeliveryFilter | EventFilter) -> Fetc
             cursor = events.next_cursor
         # Short: at the reader's budget, or the last page (a whole one hands a cursor on).
         assert size == want or not exact or cursor is None, (query, size)
-        return cursor
+        return cursor, size
 
     return fetch
 
@@ -217,23 +219,29 @@ async def _deep_cursor(fetch: Fetch) -> str | None:
     """The cursor DEEP pages in; None if the query has no page after those."""
     cursor = None
     for _ in range(DEEP):
-        cursor = await fetch(cursor)
+        cursor, _ = await fetch(cursor)
         if cursor is None:
             return None
-    return cursor if await fetch(cursor) is not None else None
+    return cursor if (await fetch(cursor))[0] is not None else None
+
+
+@dataclass(frozen=True)
+class Cost:
+    ms: float  # the first page
+    items: int  # in the first page: fewer than PAGE where the reader's budget ran out
+    deep_ms: float | None  # a page DEEP cursors in, when asked for and there is one
 
 
 async def measure(
     settings: Settings, redis_url: str, sizes: tuple[int, int], repeats: int, deep: bool
-) -> dict[str, tuple[float, float | None]]:
-    """Per query: ms for its first page, and for a page DEEP cursors in when asked."""
+) -> dict[str, Cost]:
     engine = async_engine(settings)
     client = Redis.from_url(redis_url, decode_responses=True)
     scripts = Scripts(client)
     reader = HistoryReader(
         engine, DeliveryStore(client, scripts), EventStore(client, scripts), settings.log_timeout
     )
-    results: dict[str, tuple[float, float | None]] = {}
+    results: dict[str, Cost] = {}
     try:
         for label, query in _queries(*sizes).items():
             fetch = _fetcher(reader, query)
@@ -242,7 +250,7 @@ async def measure(
             if deep:
                 cursor = await _deep_cursor(fetch)
                 later = None if cursor is None else await _cost(fetch, cursor, repeats)
-            results[label] = (first, later)
+            results[label] = Cost(first, (await fetch(None))[1], later)
     finally:
         await engine.dispose()
         await client.aclose()
@@ -285,12 +293,12 @@ def main() -> None:
     )
     print(f"per page of {PAGE}: median ms, lowest of {ROUNDS} rounds of {args.repeats}; deep: "
           f"after {DEEP} cursors\n")  # fmt: skip
-    print(f"| query | ms at {args.small:,} | ms at {args.large:,} | ratio | deep ms |")
-    print("|---|---:|---:|---:|---:|")
-    for label, (a, _) in small.items():
-        b, deep = large[label]
-        shown = f"{deep:.2f}" if deep is not None else "-"
-        print(f"| {label} | {a:.2f} | {b:.2f} | {b / a:.2f} | {shown} |")
+    print(f"| query | ms at {args.small:,} | ms at {args.large:,} | ratio | deep ms | items |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for label, a in small.items():
+        b = large[label]
+        deep = f"{b.deep_ms:.2f}" if b.deep_ms is not None else "-"
+        print(f"| {label} | {a.ms:.2f} | {b.ms:.2f} | {b.ms / a.ms:.2f} | {deep} | {b.items} |")
 
 
 if __name__ == "__main__":
