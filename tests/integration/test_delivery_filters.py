@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from tests.integration.conftest import Api, create_endpoint, send_event, wait_for
+from tests.support.logged import wait_logged
 from tests.support.receiver import Receiver
 from tests.support.stack import Stack
 from webhook_service.store.scripts import source
@@ -23,7 +24,10 @@ async def _ids(api: Api, query: str) -> list[str]:
     return [d["id"] for d in page["data"]]
 
 
-async def _settled(api: Api, endpoint_ids: list[str], count: int) -> None:
+async def _settled(api: Api, stack: Stack, endpoint_ids: list[str], count: int) -> None:
+    """Until no delivery of these endpoints is pending and the log has their last state (a
+    list shows a pending one as Redis has it, before the log does)."""
+
     async def done() -> bool:
         for endpoint_id in endpoint_ids:
             pending = await _ids(api, f"endpoint_id={endpoint_id}&status=pending")
@@ -33,6 +37,7 @@ async def _settled(api: Api, endpoint_ids: list[str], count: int) -> None:
         return True
 
     await wait_for(done, timeout=30)
+    await wait_logged(stack.valkey.url)
 
 
 async def test_filters_by_status_class_and_attempts(
@@ -52,7 +57,7 @@ async def test_filters_by_status_class_and_attempts(
     endpoints = {"2xx": ok, "4xx": client_error, "5xx": server_error, "network": refused}
     for n in range(2):
         await send_event(api, TYPE, {"n": n})
-    await _settled(api, [e["id"] for e in endpoints.values()], 2)
+    await _settled(api, stack, [e["id"] for e in endpoints.values()], 2)
 
     for status_class, endpoint in endpoints.items():
         mine = await _ids(api, f"endpoint_id={endpoint['id']}")
@@ -93,7 +98,7 @@ async def test_filters_by_status_class_and_attempts(
 
 
 async def test_the_values_most_deliveries_end_with_are_found_by_every_filter(
-    api: Api, receiver: Receiver
+    api: Api, receiver: Receiver, stack: Stack
 ) -> None:
     """A delivery that succeeds at its first try (succeeded, 2xx, one attempt, the values
     nearly every delivery ends with) is found by each of those filters, alone or with
@@ -105,8 +110,8 @@ async def test_the_values_most_deliveries_end_with_are_found_by_every_filter(
     failing = await create_endpoint(api, receiver, "dfail", [dense_type])
     event_id = await send_event(api, dense_type, {"n": 1})
     other_id = await send_event(api, other_type, {"n": 2})
-    await _settled(api, [first["id"], second["id"], failing["id"]], 1)
-    await _settled(api, [first["id"]], 2)
+    await _settled(api, stack, [first["id"], second["id"], failing["id"]], 1)
+    await _settled(api, stack, [first["id"]], 2)
 
     _, event, _ = await api.call("GET", f"/v1/events/{event_id}")
     by_endpoint = {d["endpoint_id"]: d["id"] for d in event["deliveries"]}
