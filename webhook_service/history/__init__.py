@@ -9,5 +9,8 @@ history routes read SQL, and Redis for what is still in flight.
 - ``tables.py``: the SQL tables (the schema itself is the migrations' own);
 - ``database.py``: engines for SQLite (embedded) or PostgreSQL, and migrating them;
 - ``writer.py``: one batch of records in one transaction;
-- ``shipper.py``: the loop that moves the outbox into SQL.
+- ``shipper.py``: the loop that moves the outbox into SQL;
+- ``filters.py``: what a history query asks for, and a page of the answer;
+- ``queries.py``: the history's SQL, one index walked per list;
+- ``reader.py``: the history as the API serves it, SQL with Redis for what is in flight.
 """
