@@ -48,6 +48,7 @@ from webhook_service.store.endpoints import (
     encode_secrets,
     seal_headers,
 )
+from webhook_service.store.states import Status
 
 NOW_MS = time.time_ns() // 1_000_000
 ENDPOINT_ID = new_id("ep", NOW_MS - 60_000)
@@ -84,7 +85,7 @@ class FakeStore:
             return Recorded("succeeded", number, following)
         if kwargs["outcome"] == "gone":
             return Recorded("disabled", number, following)
-        status = "pending" if kwargs["delay_ms"] is not None else "failed"
+        status: Status = "pending" if kwargs["delay_ms"] is not None else "failed"
         return Recorded(status, number, following)
 
     def as_store(self) -> DeliveryStore:
