@@ -271,9 +271,17 @@ class Rig:
         on a rig without a log, which has no outbox)."""
         await self._until(lambda: self.redis.xlen(LOG_OUTBOX) == 0, within, "outbox shipped")
 
-    async def until_nothing_due(self, within: float = 60.0) -> None:
-        """Until no delivery is due or leased: every one is final."""
-        await self._until(lambda: self.redis.zcard(DUE) == 0, within, "every delivery final")
+    async def until_idle(self, within: float = 60.0) -> None:
+        """Until no delivery is due or leased (every one is final) and no wake-up waits in a
+        queue: those the scheduler sent again for deliveries that waited past their grace
+        stay there until a worker has taken them (the workers must be running)."""
+
+        def idle() -> bool:
+            if self.redis.zcard(DUE):
+                return False
+            return not (self.redis.llen(QUEUE_FRESH) or self.redis.llen(QUEUE_RETRY))
+
+        await self._until(idle, within, "idle")
 
     async def until_released(self, within: float = 60.0) -> None:
         """Until Redis holds no finished delivery: shipped and released, which takes no
