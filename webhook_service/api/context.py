@@ -13,6 +13,7 @@ from webhook_service.config import Settings
 from webhook_service.crypto import SecretBox
 from webhook_service.delivery.ssrf import Guard
 from webhook_service.history.reader import HistoryReader
+from webhook_service.history.revive import Reviver
 from webhook_service.store.apikeys import ApiKeyStore
 from webhook_service.store.deliveries import DeliveryStore
 from webhook_service.store.endpoints import EndpointStore
@@ -48,6 +49,8 @@ class Services:
     limiter: RateLimiter
     # Every history read: the SQL log, with Redis for what is still in flight.
     history: HistoryReader
+    # An admin's retry, a recovery, a replay or an expunge of what has left Redis.
+    reviver: Reviver
 
 
 SERVICES = web.AppKey("services", Services)

@@ -100,8 +100,8 @@ async def get_delivery(request: web.Request) -> web.Response:
 async def retry_delivery(request: web.Request) -> web.Response:
     svc = services(request)
     delivery_id = request.match_info["delivery_id"]
-    [outcome] = await svc.deliveries.retry(
-        [delivery_id], now_ms(), int(svc.settings.wakeup_grace * 1000)
+    [outcome] = await svc.reviver.retry(
+        svc.deliveries, [delivery_id], now_ms(), int(svc.settings.wakeup_grace * 1000)
     )
     if outcome == "missing":
         raise ProblemError(404, "No delivery has this id.")

@@ -18,6 +18,7 @@ from webhook_service.api.pagination import page_params
 from webhook_service.api.problems import ProblemError
 from webhook_service.api.scopes import Scope
 from webhook_service.history.filters import EventFilter
+from webhook_service.store.events import Replayed
 from webhook_service.timeutil import iso, now_ms
 
 routes = web.RouteTableDef()
@@ -96,14 +97,22 @@ async def replay(request: web.Request) -> web.Response:
     body = ReplayIn()
     if request.can_read_body:
         body = await read_model(request, ReplayIn, svc.settings.max_payload_bytes)
-    replayed = await svc.events.replay(
-        request.match_info["event_id"],
-        body.endpoint_id,
-        now_ms(),
-        svc.settings.max_attempts,
-        int(svc.settings.wakeup_grace * 1000),
-        sender=_sender(request),
-    )
+    event_id = request.match_info["event_id"]
+
+    async def replay_now() -> Replayed:
+        return await svc.events.replay(
+            event_id,
+            body.endpoint_id,
+            now_ms(),
+            svc.settings.max_attempts,
+            int(svc.settings.wakeup_grace * 1000),
+            sender=_sender(request),
+        )
+
+    replayed = await replay_now()
+    if replayed.outcome == "missing" and await svc.reviver.restore_event(event_id, now_ms()):
+        # The event had left Redis; the log had it.
+        replayed = await replay_now()
     if replayed.outcome != "ok":
         raise _refusal(replayed.outcome)
     if replayed.pending:
@@ -122,6 +131,11 @@ async def replay(request: web.Request) -> web.Response:
 async def expunge_payload(request: web.Request) -> web.Response:
     svc = services(request)
     event_id = request.match_info["event_id"]
-    if not await svc.events.expunge_payload(event_id, now_ms(), sender=_sender(request)):
+    sender = _sender(request)
+    expunged = await svc.events.expunge_payload(event_id, now_ms(), sender=sender)
+    if not expunged and await svc.reviver.restore_event(event_id, now_ms()):
+        # The event had left Redis; the log had it, and has its body until this ships.
+        expunged = await svc.events.expunge_payload(event_id, now_ms(), sender=sender)
+    if not expunged:
         raise ProblemError(404, _NO_EVENT)
     return web.Response(status=204)

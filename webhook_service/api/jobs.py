@@ -23,6 +23,7 @@ from webhook_service.api.models import RecoverIn, job_json
 from webhook_service.api.problems import ProblemError
 from webhook_service.history.filters import DeliveryFilter
 from webhook_service.history.reader import HistoryReader, LogUnavailable
+from webhook_service.history.revive import Reviver
 from webhook_service.log_window import LineWindow
 from webhook_service.store.deliveries import DeliveryStore
 from webhook_service.store.jobs import JobRecord, JobStore
@@ -46,12 +47,14 @@ class JobRunner:
         self,
         jobs: JobStore,
         history: HistoryReader,
+        reviver: Reviver,
         deliveries: DeliveryStore,
         waker: Waker,
         grace_ms: int,
     ) -> None:
         self._jobs = jobs
         self._history = history
+        self._reviver = reviver
         self._deliveries = deliveries
         self._waker = waker
         self._grace_ms = grace_ms
@@ -98,7 +101,7 @@ class JobRunner:
         page = await self._history.list_deliveries(query, PAGE, job.cursor)
         wanted = [d.id for d in page.items if d.status in job.statuses]
         at = now_ms()
-        outcomes = await self._deliveries.retry(wanted, at, self._grace_ms)
+        outcomes = await self._reviver.retry(self._deliveries, wanted, at, self._grace_ms)
         retried = [i for i, outcome in zip(wanted, outcomes, strict=True) if outcome == "ok"]
         after = await self._jobs.save(
             job, at, matched=len(wanted), retried=len(retried), cursor=page.next_cursor
@@ -113,7 +116,7 @@ RUNNER = web.AppKey("job_runner", JobRunner)
 
 def setup(app: web.Application, svc: Services) -> None:
     grace_ms = int(svc.settings.wakeup_grace * 1000)
-    runner = JobRunner(svc.jobs, svc.history, svc.deliveries, svc.waker, grace_ms)
+    runner = JobRunner(svc.jobs, svc.history, svc.reviver, svc.deliveries, svc.waker, grace_ms)
     app[RUNNER] = runner
     running: list[asyncio.Task[None]] = []
 

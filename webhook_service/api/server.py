@@ -12,6 +12,7 @@ from webhook_service.api.context import Services
 from webhook_service.config import Settings
 from webhook_service.history.database import async_engine
 from webhook_service.history.reader import HistoryReader
+from webhook_service.history.revive import Reviver
 from webhook_service.redaction import configured_secrets, install_log_redaction
 from webhook_service.store import schema
 from webhook_service.store.apikeys import ApiKeyStore
@@ -34,8 +35,8 @@ log = logging.getLogger(__name__)
 
 
 async def build_app(settings: Settings) -> web.Application:
-    from workers.celery_app import make_app
     from webhook_service.wakeup import AsyncCeleryWaker, CeleryWaker, NoWakeups
+    from workers.celery_app import make_app
 
     if settings.admin_key is None:
         raise ConfigurationError("WEBHOOK_ADMIN_KEY is not set")
@@ -60,6 +61,7 @@ async def build_app(settings: Settings) -> web.Application:
     deliveries = DeliveryStore(client, scripts)
     events = EventStore(client, scripts)
     log_engine = async_engine(settings)
+    history = HistoryReader(log_engine, deliveries, events, settings.log_timeout)
     svc = Services(
         settings=settings,
         redis=client,
@@ -74,7 +76,8 @@ async def build_app(settings: Settings) -> web.Application:
         jobs=JobStore(client, ttl_s=7 * 86400),
         api_keys=ApiKeyStore(client, box),
         limiter=RateLimiter(scripts),
-        history=HistoryReader(log_engine, deliveries, events, settings.log_timeout),
+        history=history,
+        reviver=Reviver(history, scripts, int(settings.hot_seconds * 1000)),
     )
     app = create_app(svc)
 

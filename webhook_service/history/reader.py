@@ -83,7 +83,8 @@ class HistoryReader:
             # the whole read took longer than WEBHOOK_LOG_TIMEOUT.
             raise LogUnavailable(f"{type(exc).__name__}: {exc}".splitlines()[0][:300]) from exc
 
-    async def _rows(self, statement: queries.Rows) -> list[Any]:
+    async def rows(self, statement: queries.Rows) -> list[Any]:
+        """Every row of one read, within WEBHOOK_LOG_TIMEOUT, or LogUnavailable."""
         async with self._sql() as conn:
             return list((await conn.execute(statement)).all())
 
@@ -113,7 +114,7 @@ class HistoryReader:
         # Each batch is examined whole, so the cursor (its last id) skips nothing; the first
         # always runs, so every page moves on however slow the database is.
         while True:
-            rows = await self._rows(queries.deliveries_page(query, scan, cursor, batch))
+            rows = await self.rows(queries.deliveries_page(query, scan, cursor, batch))
             read += len(rows)
             # Those that may match are shown in their latest state, which is filtered: a
             # pending one may have moved on.
@@ -133,7 +134,7 @@ class HistoryReader:
     async def list_events(
         self, query: EventFilter, limit: int, cursor: str | None
     ) -> Page[EventSummary]:
-        rows = await self._rows(queries.events_page(query, cursor, limit))
+        rows = await self.rows(queries.events_page(query, cursor, limit))
         items = [
             EventSummary(
                 id=row.id,
@@ -157,7 +158,7 @@ class HistoryReader:
         rest = [d for d in ids if d not in held and looks_like(d, "dlv")]
         if rest:
             held.update(
-                (row.id, _delivery(row)) for row in await self._rows(queries.deliveries_by_id(rest))
+                (row.id, _delivery(row)) for row in await self.rows(queries.deliveries_by_id(rest))
             )
         return [held[d] for d in ids if d in held]
 
@@ -166,7 +167,7 @@ class HistoryReader:
         SQL: it is read even while the log's database is away."""
         if record.attempts == 0:
             return []
-        return [_attempt(row) for row in await self._rows(queries.attempts_of(record.id))]
+        return [_attempt(row) for row in await self.rows(queries.attempts_of(record.id))]
 
     async def get_event(self, event_id: str) -> EventRecord | None:
         held = await self._events.get(event_id)

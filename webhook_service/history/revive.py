@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from webhook_service.history import tables
+from webhook_service.history.reader import HistoryReader
 from webhook_service.store.deliveries import DeliveryStore
 from webhook_service.store.revive import DeliveryRow, EventRow, Revival, revive
 from webhook_service.store.scripts import Scripts
@@ -25,8 +25,10 @@ def _event(row: Any) -> EventRow:
 
 
 class Reviver:
-    def __init__(self, engine: AsyncEngine, scripts: Scripts, hot_ms: int) -> None:
-        self._engine = engine
+    """Reads through the history reader, so a log that is away is its LogUnavailable."""
+
+    def __init__(self, reader: HistoryReader, scripts: Scripts, hot_ms: int) -> None:
+        self._reader = reader
         self._scripts = scripts
         self._hot_ms = hot_ms
 
@@ -41,14 +43,11 @@ class Reviver:
         ]
         if not gone:
             return outcomes
-        async with self._engine.connect() as conn:
-            rows = (
-                await conn.execute(
-                    sa.select(_d.c.id.label("delivery_id"), _d.c.attempts, *_EVENT_COLUMNS)
-                    .join(_e, _e.c.id == _d.c.event_id)
-                    .where(_d.c.id.in_(gone))
-                )
-            ).all()
+        rows = await self._reader.rows(
+            sa.select(_d.c.id.label("delivery_id"), _d.c.attempts, *_EVENT_COLUMNS)
+            .join(_e, _e.c.id == _d.c.event_id)
+            .where(_d.c.id.in_(gone))
+        )
         found = {row.delivery_id: row for row in rows}
         events = {row.id: _event(row) for row in rows}
         # A row's `id` is its event's (_EVENT_COLUMNS); the delivery's is `delivery_id`.
@@ -70,11 +69,8 @@ class Reviver:
         """The event back in Redis from the log, if the log has it (and Redis does not):
         for a replay or an expunge. It leaves again, after the hot window, unless a delivery
         of it is live by then."""
-        async with self._engine.connect() as conn:
-            row = (
-                await conn.execute(sa.select(*_EVENT_COLUMNS).where(_e.c.id == event_id))
-            ).first()
-        if row is None:
+        rows = await self._reader.rows(sa.select(*_EVENT_COLUMNS).where(_e.c.id == event_id))
+        if not rows:
             return False
-        await revive(self._scripts, Revival(now_ms, 0, self._hot_ms, [_event(row)]))
+        await revive(self._scripts, Revival(now_ms, 0, self._hot_ms, [_event(rows[0])]))
         return True

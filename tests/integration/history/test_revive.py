@@ -18,6 +18,7 @@ from tests.support.stack import settings_of
 from webhook_service.embedded import EmbeddedValkey
 from webhook_service.history import tables
 from webhook_service.history.database import async_engine, sync_engine, upgrade
+from webhook_service.history.reader import HistoryReader
 from webhook_service.history.revive import Reviver
 from webhook_service.history.shipper import Shipper
 from webhook_service.ids import new_id
@@ -55,6 +56,12 @@ async def reader(settings_env: dict[str, str], shipper: Shipper) -> AsyncIterato
     await engine.dispose()
 
 
+def _reviver(client: Redis, engine: AsyncEngine) -> Reviver:
+    scripts = Scripts(client)
+    history = HistoryReader(engine, DeliveryStore(client, scripts), EventStore(client, scripts), 5)
+    return Reviver(history, scripts, hot_ms=0)
+
+
 async def _send(client: Redis, delivery_id: str, code: int) -> str:
     store = DeliveryStore(client, Scripts(client))
     now = now_ms()
@@ -89,7 +96,11 @@ async def test_a_retry_brings_a_released_delivery_back(
 ) -> None:
     event_id, delivery_id = await _released_delivery(client, shipper)
     scripts = Scripts(client)
-    reviver = Reviver(reader, scripts, hot_ms=0)
+    reviver = Reviver(
+        HistoryReader(reader, DeliveryStore(client, scripts), EventStore(client, scripts), 5.0),
+        scripts,
+        hot_ms=0,
+    )
     store = DeliveryStore(client, scripts)
 
     assert await reviver.retry(store, [delivery_id, "dlv_nothere"], now_ms(), 0) == [
@@ -118,7 +129,11 @@ async def test_replay_and_expunge_find_an_event_that_left(
 ) -> None:
     event_id, _ = await _released_delivery(client, shipper)
     scripts = Scripts(client)
-    reviver = Reviver(reader, scripts, hot_ms=0)
+    reviver = Reviver(
+        HistoryReader(reader, DeliveryStore(client, scripts), EventStore(client, scripts), 5.0),
+        scripts,
+        hot_ms=0,
+    )
     events = EventStore(client, scripts)
 
     assert await reviver.restore_event(event_id, now_ms())
