@@ -3,7 +3,7 @@
     python -m bench.bench_history [--small 10000] [--large 1000000] [--repeats 50]
                                   [--log-url postgresql://…/empty_db]
 
-1 M by default (`make bench`): filling 10 M (`--large 10000000`) takes 7 minutes on the
+1 M by default (`make bench`): filling 10 M (`--large 10000000`) takes 8 to 11 minutes on the
 2-core host (docs/benchmarks.md), past the few the whole of `make bench` may take.
 
 Fills the delivery log (SQLite in a temp dir; or the PostgreSQL database --log-url names,
