@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Api, create_endpoint, finished_job, send_event, wait_for
+from tests.support.logged import wait_logged
 from tests.support.receiver import Receiver
 from tests.support.stack import Stack, start_stack
 from webhook_service.timeutil import iso, now_ms
@@ -67,7 +68,7 @@ async def _delivery(api: Api, event_id: str) -> dict[str, Any]:
 
 
 async def test_410_disables_keeps_events_and_recover_resends_them(
-    api: Api, receiver: Receiver
+    api: Api, receiver: Receiver, stack: Stack
 ) -> None:
     await _ops_endpoint(api, receiver)
     started = iso(now_ms() - 1000)
@@ -94,6 +95,7 @@ async def test_410_disables_keeps_events_and_recover_resends_them(
     [notice] = _ops_events(receiver, "endpoint.disabled")
     assert notice["data"] == {"endpoint_id": endpoint["id"], "reason": "gone"}
     # Operational events are in the history like any other.
+    await wait_logged(stack.valkey.url)
     status, body, _ = await api.call(
         "GET", f"/v1/deliveries?event_type=endpoint.disabled&endpoint_id={api.created_endpoints[0]}"
     )
@@ -105,6 +107,8 @@ async def test_410_disables_keeps_events_and_recover_resends_them(
     sent_before = len(receiver.for_endpoint("gone"))
 
     receiver.behaviours["gone"] = lambda _name, _n: 200
+    # A recovery pages the SQL log: it covers what the log holds when it runs.
+    await wait_logged(stack.valkey.url)
     status, body, _ = await api.call("POST", f"/v1/endpoints/{endpoint['id']}/enable")
     assert status == 200 and body["disabled"] is False and body["disabled_reason"] is None
     status, job, headers = await api.call(

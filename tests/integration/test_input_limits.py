@@ -13,7 +13,7 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.integration.conftest import Api
-from tests.support.apikeys import make_key, redis_contents
+from tests.support.apikeys import make_key, outbox_mark, redis_contents
 from tests.support.stack import ADMIN_KEY, Stack
 from webhook_service.store.connect import async_client
 
@@ -96,7 +96,7 @@ async def test_refused_as_a_problem_and_nothing_is_stored(
 ) -> None:
     # An idempotency key: a refusal must not claim it.
     key = (await make_key(api, ["events:write"]))["key"]
-    before = await redis_contents(store)
+    before, mark = await redis_contents(store), await outbox_mark(store)
     headers = {"Idempotency-Key": "limits-test", **headers}
     got, content_type, text = await post(api, body, headers, key=key)
     assert (got, content_type) == (status, "application/problem+json"), text
@@ -105,6 +105,7 @@ async def test_refused_as_a_problem_and_nothing_is_stored(
     if kind:
         assert problem["type"].endswith("/" + kind)
     assert await redis_contents(store) == before
+    assert await outbox_mark(store) == mark  # no log record either
     # Claimed by the refused body, the key would now answer 422 (another body's key).
     assert (await post(api, VALID, {"Idempotency-Key": "limits-test"}, key=key))[0] == 202
 

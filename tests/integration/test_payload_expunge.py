@@ -7,6 +7,7 @@ from __future__ import annotations
 import redis
 
 from tests.integration.conftest import Api, create_endpoint, send_event, wait_for
+from tests.support.logged import wait_logged
 from tests.support.receiver import Receiver
 from tests.support.stack import Stack
 from webhook_service.store import keys
@@ -41,6 +42,7 @@ async def test_expunged_payload_keeps_records_and_fails_what_is_unsent(
         assert client.hget(keys.event(event_id), "body") is None
         _, event, _ = await api.call("GET", f"/v1/events/{event_id}")
         assert event["data"] is None and len(event["deliveries"]) == 1
+    await wait_logged(stack.valkey.url)  # the list is the SQL log's
     _, page, _ = await api.call("GET", "/v1/events?type=expunge.me")
     assert [e["payload_deleted"] for e in page["data"]] == [True, True]
     status, _, _ = await api.call("POST", f"/v1/events/{sent}/replay")

@@ -13,6 +13,7 @@ from tests.integration.conftest import (
     settings_for,
     wait_for,
 )
+from tests.support.logged import wait_logged
 from tests.support.receiver import Receiver
 from tests.support.stack import Stack
 from webhook_service.store.keys import QUEUE_FRESH, QUEUE_RETRY
@@ -64,7 +65,7 @@ async def test_fan_out_by_type_is_exact_and_verified(api: Api, receiver: Receive
 
 
 async def test_failing_receiver_gets_retried_with_same_webhook_id(
-    api: Api, receiver: Receiver
+    api: Api, receiver: Receiver, stack: Stack
 ) -> None:
     receiver.behaviours["flaky"] = lambda _name, n: 500 if n <= 2 else 200
     endpoint = await create_endpoint(api, receiver, "flaky")
@@ -76,6 +77,8 @@ async def test_failing_receiver_gets_retried_with_same_webhook_id(
     await wait_for(succeeded)
     got = receiver.for_endpoint("flaky")
     assert len(got) == 3
+    # The list and the attempt log are the SQL log's: once it has the last attempt.
+    await wait_logged(stack.valkey.url)
     assert {r.webhook_id for r in got} == {event_id}
     status, page, _ = await api.call("GET", f"/v1/deliveries?event_id={event_id}")
     delivery_id = page["data"][0]["id"]
@@ -88,7 +91,7 @@ async def test_failing_receiver_gets_retried_with_same_webhook_id(
 
 
 async def test_exhausted_delivery_fails_then_manual_retry_succeeds(
-    api: Api, receiver: Receiver
+    api: Api, receiver: Receiver, stack: Stack
 ) -> None:
     broken = {"on": True}
     receiver.behaviours["down"] = lambda _name, _n: 503 if broken["on"] else 200
@@ -100,6 +103,7 @@ async def test_exhausted_delivery_fails_then_manual_retry_succeeds(
 
     await wait_for(failed)
     assert len(receiver.for_endpoint("down")) == 4  # the whole schedule, no more
+    await wait_logged(stack.valkey.url)
     status, page, _ = await api.call(
         "GET", f"/v1/deliveries?status=failed&endpoint_id={endpoint['id']}"
     )
@@ -115,6 +119,7 @@ async def test_exhausted_delivery_fails_then_manual_retry_succeeds(
         return (await delivery_statuses(api, event_id)) == {endpoint["id"]: "succeeded"}
 
     await wait_for(succeeded)
+    await wait_logged(stack.valkey.url)
     status, delivery, _ = await api.call("GET", f"/v1/deliveries/{delivery_id}")
     assert delivery["attempts"] == 5
     assert delivery["attempt_log"][-1]["status_code"] == 200
@@ -130,6 +135,7 @@ async def test_a_repeated_wake_up_never_sends_a_succeeded_delivery_again(
         return (await delivery_statuses(api, event_id)) == {endpoint["id"]: "succeeded"}
 
     await wait_for(succeeded)
+    await wait_logged(stack.valkey.url)
     _, page, _ = await api.call("GET", f"/v1/deliveries?event_id={event_id}")
     delivery_id = page["data"][0]["id"]
     # The same Celery message again, on both queues, as a broker redelivery would do.

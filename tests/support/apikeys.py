@@ -40,7 +40,21 @@ BOOKKEEPING = (
     keys.METRICS,
     keys.HEARTBEATS,
     keys.TICK_LOCK,
+    # The shipper trims the outbox and lets finished work go on its own clock too; whether
+    # a request appended to the outbox is `outbox_mark`'s to say.
+    keys.SHIPPER_LOCK,
+    keys.LOG_OUTBOX,
+    keys.LOG_RELEASE,
 )
+
+
+async def outbox_mark(client: Redis) -> str:
+    """The id of the last record ever appended to the log outbox (trimming keeps it)."""
+    if not await client.exists(keys.LOG_OUTBOX):
+        return "0-0"
+    info = await client.xinfo_stream(keys.LOG_OUTBOX)
+    mark = info["last-generated-id"]
+    return mark.decode() if isinstance(mark, bytes) else str(mark)
 
 
 async def redis_contents(
