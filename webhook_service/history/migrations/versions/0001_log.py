@@ -23,12 +23,16 @@ depends_on = None
 
 # PostgreSQL's partitioning of each table (other dialects ignore the option).
 _BY_DAY = "RANGE (created_ms)"
+# Ids compare byte by byte, as they sort by time: pages go by id ranges and cursors. SQLite
+# compares text so by default; PostgreSQL by the database's locale (en_US puts '_' and
+# digits elsewhere) unless the column says "C".
+_ID = sa.Text().with_variant(sa.Text(collation="C"), "postgresql")
 
 
 def upgrade() -> None:
     op.create_table(
         "events",
-        sa.Column("id", sa.Text, nullable=False),
+        sa.Column("id", _ID, nullable=False),
         sa.Column("created_ms", sa.BigInteger, nullable=False),
         sa.Column("type", sa.Text, nullable=False),
         sa.Column("key_id", sa.Text, nullable=False),
@@ -44,10 +48,10 @@ def upgrade() -> None:
     op.create_index("events_by_key_type", "events", ["key_id", "type", "id"])
     op.create_table(
         "deliveries",
-        sa.Column("id", sa.Text, nullable=False),
+        sa.Column("id", _ID, nullable=False),
         sa.Column("created_ms", sa.BigInteger, nullable=False),
-        sa.Column("event_id", sa.Text, nullable=False),
-        sa.Column("endpoint_id", sa.Text, nullable=False),
+        sa.Column("event_id", _ID, nullable=False),
+        sa.Column("endpoint_id", _ID, nullable=False),
         sa.Column("event_type", sa.Text, nullable=False),
         sa.Column("status", sa.Text, nullable=False),
         sa.Column("attempts", sa.Integer, nullable=False),
@@ -75,7 +79,7 @@ def upgrade() -> None:
         op.create_index(name, "deliveries", columns)
     op.create_table(
         "attempts",
-        sa.Column("delivery_id", sa.Text, nullable=False),
+        sa.Column("delivery_id", _ID, nullable=False),
         sa.Column("number", sa.Integer, nullable=False),
         sa.Column("created_ms", sa.BigInteger, nullable=False),
         sa.Column("duration_ms", sa.Integer, nullable=False),
