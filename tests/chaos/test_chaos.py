@@ -21,16 +21,16 @@ from typing import Any
 
 import aiohttp
 import pytest
-import redis.asyncio
+import sqlalchemy as sa
 from aiohttp.test_utils import TestServer
 
 from tests.integration.conftest import settings_for
 from tests.support.receiver import Receiver, flaky
-from tests.support.replies import members
 from tests.support.restarts import kill_and_restart
 from tests.support.stack import ADMIN_KEY, VALKEY, Stack, start_stack
 from webhook_service.api.server import build_app
-from webhook_service.store import keys
+from webhook_service.history import tables
+from webhook_service.history.database import sync_engine
 
 pytestmark = pytest.mark.chaos
 
@@ -119,14 +119,15 @@ async def _faults(stack: Stack, log: list[str]) -> None:
         log.append(f"{time.monotonic() - started:5.1f}s {victim} back")
 
 
-async def _statuses(client: redis.asyncio.Redis) -> Counter[str]:
-    """Every delivery's status, read from its record: 'succeeded', the common case, has no
-    index of its own (keys.UNINDEXED_STATUSES)."""
-    ids = members(await client.zrange(keys.DELIVERIES_INDEX, 0, -1))
-    async with client.pipeline(transaction=False) as pipe:
-        for delivery_id in ids:
-            pipe.hget(keys.delivery(delivery_id), "status")
-        return Counter(await pipe.execute())
+def _statuses(engine: sa.Engine, accepted: list[str]) -> Counter[str]:
+    """Every delivery of the accepted events by its status, as the delivery log has it: a
+    delivery still in flight there is pending, or not in the log yet."""
+    d = tables.deliveries.c
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(d.status, sa.func.count()).where(d.event_id.in_(accepted)).group_by(d.status)
+        ).all()
+    return Counter({status: count for status, count in rows})
 
 
 async def test_nothing_is_lost_under_kills_failures_and_hangs(stack: Stack, base_url: str) -> None:
@@ -145,15 +146,17 @@ async def test_nothing_is_lost_under_kills_failures_and_hangs(stack: Stack, base
                 )
                 receiver.secrets[name] = [str(created["secret"])]
             await asyncio.gather(_produce(session, base_url, accepted), _faults(stack, faults))
-        client = redis.asyncio.Redis.from_url(stack.valkey.url, decode_responses=True)
         expected = EVENTS * len(ENDPOINTS)
         deadline = time.monotonic() + 150
-        while (await _statuses(client))["succeeded"] < expected:
-            assert time.monotonic() < deadline, "deliveries still unfinished after 150 s"
-            await asyncio.sleep(0.5)
-        statuses = await _statuses(client)
+        engine = sync_engine(settings_for(stack))
+        try:
+            while _statuses(engine, accepted)["succeeded"] < expected:
+                assert time.monotonic() < deadline, "deliveries still unfinished after 150 s"
+                await asyncio.sleep(0.5)
+            statuses = _statuses(engine, accepted)
+        finally:
+            engine.dispose()
         failed, pending = statuses["failed"], statuses["pending"]
-        await client.aclose()
     finally:
         await receiver.stop()
     elapsed = time.monotonic() - started

@@ -2,7 +2,6 @@
 
 The Lua scripts beside this file build per-id keys from the same templates: ``scripts.py``
 hands them this table (``LUA_KEYS``) as a preamble, so a name is only ever spelled here.
-The same preamble names the values no index holds (``UNINDEXED_*``, see below).
 
 Data model (all under ``PREFIX``):
 
@@ -87,13 +86,6 @@ durability:mark            chan   pub/sub, nothing stored: strict mode publishes
                                   move its connection's replication offset (api/events.py)
 =========================  =====  ====================================================
 
-(*) Sparse: the values most deliveries end with (``UNINDEXED_STATUSES``,
-``UNINDEXED_CLASSES``, ``UNINDEXED_ATTEMPTS``) have no index. Each would hold nearly every
-delivery, an entry apiece, while narrowing a query hardly at all; a query for one of them
-reads a broader index (the endpoint's, the type's, idx:dlv) and filters while reading
-(store/history.py). The scripts skip their ZADDs (ZREM stays: it is harmless on a missing
-member, and keeps data written before this rule in step).
-
 (**) Derived fields: a hash leaves out what its id says, and readers take it from there
 (common.lua delivery_event / delivery_endpoint / delivery_created / delivery_type,
 DeliveryRecord.from_hash and DeliveryStore._read, EventStore.get). ``created`` is written
@@ -123,13 +115,10 @@ ENDPOINT_SEQ = PREFIX + "endpoints:seq"
 ENDPOINT_SEQS = PREFIX + "endpoints:seqs"
 SUB_ALL = PREFIX + "sub:all"
 SUB_OPS = PREFIX + "sub:ops"
-EVENTS_INDEX = PREFIX + "idx:events"
-DELIVERIES_INDEX = PREFIX + "idx:dlv"
 DUE = PREFIX + "due"
 METRICS = PREFIX + "metrics"
 HEARTBEATS = PREFIX + "heartbeats"
 SCHEDULER_TICK = PREFIX + "scheduler:tick"
-ATTEMPT_COUNTS = PREFIX + "idx:dlv:attcounts"
 SCHEDULER_LOCK = PREFIX + "lock:scheduler"
 TICK_LOCK = PREFIX + "lock:tick"
 JOBS_RUNNING = PREFIX + "jobs:running"
@@ -141,44 +130,13 @@ LOG_OUTBOX = PREFIX + "log:outbox"
 LOG_RELEASE = PREFIX + "log:release"
 SHIPPER_LOCK = PREFIX + "lock:shipper"
 
-# Values no index holds (see (*) above): a delivery that ends succeeded, with a 2xx last
-# attempt, after one attempt, costs no status, class or attempt-count index entry.
-UNINDEXED_STATUSES = frozenset({"succeeded"})
-UNINDEXED_CLASSES = frozenset({"2xx"})
-UNINDEXED_ATTEMPTS = frozenset({1})
-
-# The same, as the Lua preamble's UNINDEXED table: index template name -> values, as Lua
-# builds the key (attempt counts as their decimal text).
-LUA_UNINDEXED: dict[str, frozenset[str]] = {
-    "dlv_by_status": UNINDEXED_STATUSES,
-    "dlv_by_class": UNINDEXED_CLASSES,
-    "dlv_by_attempts": frozenset(str(n) for n in UNINDEXED_ATTEMPTS),
-}
-
 # The server keeps a hash compact (a listpack, about half the size of a table) while every
 # value is at most hash-max-listpack-value bytes; one longer value turns the whole hash into
-# a table. Valkey's default is 64, which an event's body or its delivery list, or an attempt
-# with a response body, soon passes. We recommend this value (docs/deploy.md), and set it
-# on every server we start ourselves (embedded.py, docker-compose.yml). A server left at 64
-# works the same, only with bigger hashes.
+# a table. Valkey's default is 64, which an event's body or its delivery list soon passes.
+# We recommend this value (docs/deploy.md), and set it on every server we start ourselves
+# (embedded.py, docker-compose.yml). A server left at 64 works the same, only with bigger
+# hashes.
 HASH_MAX_LISTPACK_VALUE = 512
-
-# An attempt's JSON goes into its delivery's hash (field a{n}) only when it keeps the hash
-# compact on a server with the recommended setting; a longer one would cost more in the
-# table it makes than the overflow list costs. record.lua gets it from DeliveryStore.record.
-ATTEMPT_FIELD_MAX = HASH_MAX_LISTPACK_VALUE
-_ATTEMPT_FIELD = re.compile(r"a([1-9][0-9]*)")
-
-
-def attempt_field(number: int) -> str:
-    """The delivery hash field of attempt `number` (record.lua spells it 'a' .. n)."""
-    return f"a{number}"
-
-
-def attempt_number(field: str) -> int | None:
-    """The attempt a delivery hash field holds, or None for any other field."""
-    found = _ATTEMPT_FIELD.fullmatch(field)
-    return int(found.group(1)) if found else None
 
 
 class OutboxField(StrEnum):
@@ -208,22 +166,9 @@ LUA_KEYS = {
     "rate": PREFIX + "rate:",
     "backlog": PREFIX + "backlog:",
     "event": PREFIX + "event:",
-    "events_index": EVENTS_INDEX,
     "delivery": PREFIX + "delivery:",
-    "attempts_suffix": ":attempts",
     "minute_infix": ":m:",
     "hour_infix": ":h:",
-    "dlv_index": DELIVERIES_INDEX,
-    "dlv_by_endpoint": PREFIX + "idx:dlv:ep:",
-    "dlv_by_status": PREFIX + "idx:dlv:status:",
-    "dlv_by_type": PREFIX + "idx:dlv:type:",
-    "dlv_by_ep_status": PREFIX + "idx:dlv:eps:",
-    "dlv_by_class": PREFIX + "idx:dlv:class:",
-    "dlv_by_ep_class": PREFIX + "idx:dlv:epc:",
-    "dlv_by_attempts": PREFIX + "idx:dlv:att:",
-    "attempt_counts": ATTEMPT_COUNTS,
-    "events_by_type": PREFIX + "idx:events:type:",
-    "events_by_key": PREFIX + "idx:events:key:",
     "metrics": METRICS,
     "ep_stats": PREFIX + "stats:ep:",
     "due": DUE,
@@ -245,46 +190,6 @@ def event(event_id: str) -> str:
 
 def delivery(delivery_id: str) -> str:
     return LUA_KEYS["delivery"] + delivery_id
-
-
-def attempts(delivery_id: str) -> str:
-    return delivery(delivery_id) + LUA_KEYS["attempts_suffix"]
-
-
-def deliveries_by_endpoint(endpoint_id: str) -> str:
-    return LUA_KEYS["dlv_by_endpoint"] + endpoint_id
-
-
-def deliveries_by_status(status: str) -> str:
-    return LUA_KEYS["dlv_by_status"] + status
-
-
-def deliveries_by_type(event_type: str) -> str:
-    return LUA_KEYS["dlv_by_type"] + event_type
-
-
-def deliveries_by_endpoint_status(endpoint_id: str, status: str) -> str:
-    return f"{LUA_KEYS['dlv_by_ep_status']}{endpoint_id}:{status}"
-
-
-def deliveries_by_class(status_class: str) -> str:
-    return LUA_KEYS["dlv_by_class"] + status_class
-
-
-def deliveries_by_endpoint_class(endpoint_id: str, status_class: str) -> str:
-    return f"{LUA_KEYS['dlv_by_ep_class']}{endpoint_id}:{status_class}"
-
-
-def deliveries_by_attempts(count: int) -> str:
-    return f"{LUA_KEYS['dlv_by_attempts']}{count}"
-
-
-def events_by_type(event_type: str) -> str:
-    return LUA_KEYS["events_by_type"] + event_type
-
-
-def events_by_key(key_id: str) -> str:
-    return LUA_KEYS["events_by_key"] + key_id
 
 
 def backlog(endpoint_id: str) -> str:

@@ -128,11 +128,10 @@ def test_lua_keys_all_live_under_the_prefix() -> None:
 def test_python_key_helpers_match_the_lua_templates() -> None:
     assert keys.endpoint("ep_1") == keys.LUA_KEYS["endpoint"] + "ep_1"
     assert keys.delivery("d") == keys.LUA_KEYS["delivery"] + "d"
-    assert keys.attempts("d") == keys.LUA_KEYS["delivery"] + "d" + keys.LUA_KEYS["attempts_suffix"]
     assert keys.event("m") == keys.LUA_KEYS["event"] + "m"
-    assert keys.deliveries_by_status("failed") == keys.LUA_KEYS["dlv_by_status"] + "failed"
-    assert keys.deliveries_by_endpoint("ep") == keys.LUA_KEYS["dlv_by_endpoint"] + "ep"
-    assert keys.deliveries_by_type("a.b") == keys.LUA_KEYS["dlv_by_type"] + "a.b"
+    assert keys.backlog("ep") == keys.LUA_KEYS["backlog"] + "ep"
+    assert keys.endpoint_minute("ep", 7) == f"{keys.LUA_KEYS['ep_stats']}ep:m:7"
+    assert keys.endpoint_hour("ep", 7) == f"{keys.LUA_KEYS['ep_stats']}ep:h:7"
     assert keys.idempotency("k1", "abc") == keys.LUA_KEYS["idem"] + "k1:abc"
     assert keys.LUA_KEYS["due"] == keys.DUE
     assert keys.LUA_KEYS["endpoints"] == keys.ENDPOINTS
