@@ -26,7 +26,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from redis.asyncio import Redis
 
-from webhook_service.api.server import build_app
+from tests.support.api_app import api_app
 from webhook_service.config import Settings
 from webhook_service.crypto import generate_master_key
 from webhook_service.delivery.engine import DeliveryEngine
@@ -134,7 +134,7 @@ async def run_both(
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         url = f"http://127.0.0.1:{runner.addresses[0][1]}/hook"
-        server = TestServer(await build_app(settings), host="127.0.0.1")
+        server = TestServer(await api_app(settings), host="127.0.0.1")
         await server.start_server()
         try:
             headers = {"Authorization": f"Bearer {admin}"}

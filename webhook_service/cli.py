@@ -27,8 +27,10 @@ ROLES = ("api", "worker", "scheduler")
 def _run_api(settings: Settings) -> int:
     from webhook_service.api.listener import serve
     from webhook_service.api.server import build_app
+    from workers.celery_app import app
 
-    serve(build_app(settings), settings)
+    # The CLI wires the parts: the API publishes its wake-ups through the workers' app.
+    serve(build_app(settings, app if settings.wake_workers else None), settings)
     return 0
 
 
@@ -196,7 +198,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "generate-master-key":
         print(generate_master_key())
         return 0
-    settings = Settings()
+    if args.command in ROLES:
+        # Every role loads the Celery app (to consume, or to publish wake-ups), whose module
+        # builds the process's one Settings: the same object serves the CLI here.
+        from workers.celery_app import SETTINGS as settings
+    else:
+        settings = Settings()
     logs.setup(settings, args.command)
     if args.command in ROLES:
         from webhook_service.store.connect import RedisTimeouts

@@ -25,10 +25,10 @@ import sqlalchemy as sa
 from aiohttp.test_utils import TestServer
 
 from tests.integration.conftest import settings_for
+from tests.support.api_app import api_app
 from tests.support.receiver import Receiver, flaky
 from tests.support.restarts import kill_and_restart
 from tests.support.stack import ADMIN_KEY, VALKEY, Stack, start_stack
-from webhook_service.api.server import build_app
 from webhook_service.history import tables
 from webhook_service.history.database import sync_engine
 
@@ -64,7 +64,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 @pytest.fixture
 async def base_url(stack: Stack) -> AsyncIterator[str]:
-    server = TestServer(await build_app(settings_for(stack)), host="127.0.0.1")
+    server = TestServer(await api_app(settings_for(stack)), host="127.0.0.1")
     await server.start_server()
     yield str(server.make_url("")).rstrip("/")
     await server.close()

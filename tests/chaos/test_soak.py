@@ -231,7 +231,8 @@ async def test_soak_rss_flat_redis_memory_back_nothing_lost(
             await asyncio.sleep(1.0)
         drained = time.monotonic() - stopped
         # The release from Redis and the idempotency keys' TTL let go of what is finished:
-        # what is left once both have passed the last event. Asserted below, once the figures are printed.
+        # what is left once both have passed the last event. Asserted below, once the
+        # figures are printed.
         settled = stopped + HOT_S + IDEMPOTENCY_TTL_S + 3
         while True:
             series = await stats_series_bytes(redis_client, endpoint_ids, began_ms, now_ms())

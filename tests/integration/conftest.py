@@ -23,11 +23,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from redis.asyncio import Redis
 
+from tests.support.api_app import api_app
 from tests.support.postgres import log_env, postgres
 from tests.support.receiver import Receiver
 from tests.support.stack import ADMIN_KEY, Stack, settings_of, start_stack
 from webhook_service.api.listener import runner_options
-from webhook_service.api.server import build_app
 from webhook_service.config import Settings
 from webhook_service.embedded import EmbeddedValkey, start_valkey
 from webhook_service.history.database import sync_engine, upgrade
@@ -154,7 +154,7 @@ def app_server(app: web.Application, settings: Settings) -> TestServer:
 @pytest.fixture
 async def api(stack: Stack) -> AsyncIterator[Api]:
     settings = settings_for(stack)
-    server = app_server(await build_app(settings), settings)
+    server = app_server(await api_app(settings), settings)
     await server.start_server()
     async with aiohttp.ClientSession() as session:
         client = Api(session, str(server.make_url("")).rstrip("/"))
@@ -170,7 +170,7 @@ async def api(stack: Stack) -> AsyncIterator[Api]:
 async def serve_api(settings: Settings) -> AsyncIterator[tuple[web.Application, Api]]:
     """One more API process, in-process on a real socket: for settings of its own, several
     processes on one store, or a look at the app's router."""
-    app = await build_app(settings)
+    app = await api_app(settings)
     server = app_server(app, settings)
     await server.start_server()
     try:

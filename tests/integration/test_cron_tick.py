@@ -26,9 +26,9 @@ from tests.integration.conftest import (
     wait_for,
 )
 from tests.integration.test_openapi import PROBLEMS, contract, spec_call, spec_doc
+from tests.support.api_app import api_app
 from tests.support.receiver import Receiver
 from tests.support.stack import ADMIN_KEY, Stack, start_stack
-from webhook_service.api.server import build_app
 from webhook_service.history import tables
 from webhook_service.history.database import sync_engine
 from webhook_service.history.retention import DAY_MS
@@ -174,7 +174,7 @@ async def test_a_tick_also_ships_the_log_and_keeps_its_retention(
         settings = settings_for(stack).model_copy(
             update={"retention_days": (now_ms() - id_time_ms(event_id)) / DAY_MS}
         )
-        server = TestServer(await build_app(settings), host="127.0.0.1")
+        server = TestServer(await api_app(settings), host="127.0.0.1")
         await server.start_server()
         try:
             async with aiohttp.ClientSession() as session:
@@ -205,7 +205,7 @@ async def test_only_the_cron_secret_opens_the_route(api: Api, contract: OpenAPI)
 
 async def test_without_a_secret_the_route_is_not_there(stack: Stack, contract: OpenAPI) -> None:
     settings = settings_for(stack).model_copy(update={"cron_secret": None})
-    server = TestServer(await build_app(settings), host="127.0.0.1")
+    server = TestServer(await api_app(settings), host="127.0.0.1")
     await server.start_server()
     try:
         async with aiohttp.ClientSession() as session:
@@ -219,7 +219,7 @@ async def test_without_a_secret_the_route_is_not_there(stack: Stack, contract: O
 async def test_a_short_secret_is_refused_at_start_up(stack: Stack) -> None:
     for weak in ("", "only-15-chars-x"):
         settings = settings_for(stack).model_copy(update={"cron_secret": SecretStr(weak)})
-        server = TestServer(await build_app(settings), host="127.0.0.1")
+        server = TestServer(await api_app(settings), host="127.0.0.1")
         with pytest.raises(ConfigurationError, match="at least 16"):
             await server.start_server()
         await server.close()

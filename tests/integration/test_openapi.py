@@ -20,11 +20,11 @@ from openapi_spec_validator.readers import read_from_filename
 from pydantic import SecretStr
 
 from tests.integration.conftest import Api, serve_api, settings_for, wait_for
+from tests.support.api_app import api_app
 from tests.support.log_away import unreachable_log_url
 from tests.support.receiver import Receiver
 from tests.support.stack import ADMIN_KEY, Stack
 from webhook_service.api.context import SERVICES
-from webhook_service.api.server import build_app
 
 SPEC_FILE = Path(__file__).resolve().parents[2] / "openapi.yaml"
 HTTP_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
@@ -109,7 +109,7 @@ def test_spec_is_valid_openapi_3_1(spec_doc: dict[str, Any]) -> None:
 async def test_every_route_is_documented_and_nothing_else(
     stack: Stack, spec_doc: dict[str, Any]
 ) -> None:
-    app = await build_app(settings_for(stack))
+    app = await api_app(settings_for(stack))
     # The dashboard's HTML pages (/dashboard…) are not API operations: they are a client of
     # this API, documented in the README, and answer HTML and redirects, not JSON.
     routes = [
@@ -329,7 +329,7 @@ async def test_every_error_class_matches_the_contract(api: Api, contract: OpenAP
 
 
 async def test_an_unreachable_store_is_a_503_everywhere(stack: Stack, contract: OpenAPI) -> None:
-    app = await build_app(settings_for(stack))
+    app = await api_app(settings_for(stack))
     # Every store shares this client, which has not connected yet: send it where nobody listens.
     app[SERVICES].redis.connection_pool.connection_kwargs.update(host="127.0.0.1", port=1)
     server = TestServer(app, host="127.0.0.1")

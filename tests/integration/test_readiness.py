@@ -12,11 +12,11 @@ import redis
 from aiohttp.test_utils import TestServer
 
 from tests.integration.conftest import Api, serve_api, settings_for, wait_for
+from tests.support.api_app import api_app
 from tests.support.log_away import start_shipless_scheduler
 from tests.support.replies import members
 from tests.support.stack import Stack
 from webhook_service.api.context import SERVICES
-from webhook_service.api.server import build_app
 from webhook_service.store import keys
 from webhook_service.store.liveness import HEARTBEAT_MAX_AGE_MS
 from webhook_service.timeutil import now_ms
@@ -28,7 +28,7 @@ CHECKS = {"redis", "aof", "noeviction", "worker_heartbeat", "scheduler", "log"}
 async def public(stack: Stack) -> AsyncIterator[Api]:
     # A tight scheduler bound, so a stopped scheduler shows within seconds.
     settings = settings_for(stack).model_copy(update={"scheduler_max_lag": 2.0})
-    server = TestServer(await build_app(settings), host="127.0.0.1")
+    server = TestServer(await api_app(settings), host="127.0.0.1")
     await server.start_server()
     async with aiohttp.ClientSession() as session:
         yield Api(session, str(server.make_url("")).rstrip("/"))
@@ -88,7 +88,7 @@ async def test_ready_then_each_failure_named(public: Api, stack: Stack) -> None:
 
 
 async def test_unreachable_redis_fails_every_check(stack: Stack) -> None:
-    app = await build_app(settings_for(stack))
+    app = await api_app(settings_for(stack))
     pool = app[SERVICES].redis.connection_pool
     pool.connection_kwargs.update(host="127.0.0.1", port=1)
     await pool.disconnect()  # connections made while building go; new ones find nobody

@@ -23,11 +23,11 @@ from aiohttp.test_utils import TestServer
 from redis.asyncio import Redis
 
 from tests.integration.conftest import Api, settings_for
+from tests.support.api_app import api_app
 from tests.support.fake_dns import FakeResolver
 from tests.support.logged import wait_logged
 from tests.support.stack import Stack, start_stack
 from webhook_service.api.context import SERVICES, Services
-from webhook_service.api.server import build_app
 from webhook_service.config import Settings
 from webhook_service.delivery.ssrf import Guard
 from webhook_service.delivery.transport import AiohttpTransport
@@ -140,7 +140,7 @@ class Proof:
 async def proof(stack: Stack) -> AsyncIterator[Proof]:
     settings = settings_for(stack)
     assert settings.allowed_networks == ()
-    app = await build_app(settings)
+    app = await api_app(settings)
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     client = async_client(settings.effective_redis_url)

@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator
 
 from aiohttp import web
+from celery import Celery
 
 from webhook_service.api.app import create_app
 from webhook_service.api.context import Services
@@ -29,15 +30,15 @@ from webhook_service.store.events import EventStore
 from webhook_service.store.jobs import JobStore
 from webhook_service.store.ratelimit import RateLimiter
 from webhook_service.store.scripts import Scripts
+from webhook_service.wakeup import AsyncCeleryWaker, CeleryWaker, NoWakeups
 from webhook_service.wiring import ConfigurationError, guard, secret_box
 
 log = logging.getLogger(__name__)
 
 
-async def build_app(settings: Settings) -> web.Application:
-    from webhook_service.wakeup import AsyncCeleryWaker, CeleryWaker, NoWakeups
-    from workers.celery_app import make_app
-
+async def build_app(settings: Settings, publisher: Celery | None) -> web.Application:
+    """``publisher``: the Celery app wake-ups go out through (the CLI wires the workers'
+    own); None only where no worker consumes them (tick mode, WEBHOOK_WAKE_WORKERS=false)."""
     if settings.admin_key is None:
         raise ConfigurationError("WEBHOOK_ADMIN_KEY is not set")
     url = settings.effective_redis_url
@@ -55,7 +56,9 @@ async def build_app(settings: Settings) -> web.Application:
     scripts = Scripts(client)
     waker: AsyncCeleryWaker | NoWakeups = NoWakeups()
     if settings.wake_workers:
-        waker = AsyncCeleryWaker(CeleryWaker(make_app(settings), settings.batch_size))
+        if publisher is None:
+            raise ConfigurationError("wake-ups need a Celery app to publish through")
+        waker = AsyncCeleryWaker(CeleryWaker(publisher, settings.batch_size))
     box = secret_box(settings)
     install_log_redaction(configured_secrets(settings))
     deliveries = DeliveryStore(client, scripts)
