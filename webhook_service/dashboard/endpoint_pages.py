@@ -28,12 +28,16 @@ GRACE_CHOICES = (("24 h", 86400), ("1 h", 3600), ("7 days", 604800), ("none", 0)
 RECOVER_CHOICES = (("last hour", 3600), ("last day", 86400), ("last 7 days", 7 * 86400))
 
 
+# A check's state (/readyz): a lagging one (the log behind) still serves, and says so.
+_CHECK_BADGE = {"ok": "ok", "lagging": "warn", "failing": "bad"}
+
+
 def _readiness(ready: JSON) -> Markup:
     checks = [
         render(
             '<li title="$detail">$badge</li>',
             detail=check["detail"],
-            badge=layout.badge(name.replace("_", " "), "ok" if check["ok"] else "bad"),
+            badge=layout.badge(name.replace("_", " "), _CHECK_BADGE[check["state"]]),
         )
         for name, check in ready["checks"].items()
     ]
