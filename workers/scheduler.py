@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import redis
-from redis.lock import Lock
 
 from webhook_service.config import Settings
 from webhook_service.store import keys, liveness
 from webhook_service.store.due import claim_due_sync
+from webhook_service.store.leadership import Leadership
 from webhook_service.store.refusals import Backoff, refused
 from webhook_service.store.scripts import Scripts
 from webhook_service.timeutil import now_ms
@@ -46,24 +46,11 @@ class Scheduler:
         self._scripts = Scripts(client)
         self._publisher = publisher
         self._settings = settings
-        self._lock: Lock = client.lock(
-            keys.SCHEDULER_LOCK, timeout=lock_seconds(settings), blocking=False
-        )
-        self._held = False
-
-    def _hold_lock(self) -> bool:
-        if self._held:
-            try:
-                self._lock.reacquire()
-                return True
-            except redis.exceptions.LockError:
-                self._held = False
-        self._held = bool(self._lock.acquire(blocking=False))
-        return self._held
+        self._leadership = Leadership(client, keys.SCHEDULER_LOCK, lock_seconds(settings))
 
     def tick(self) -> int:
         """One pass; returns how many deliveries were woken."""
-        if not self._hold_lock():
+        if not self._leadership.hold():
             return 0
         grace_ms = int(self._settings.wakeup_grace * 1000)
         now = now_ms()
@@ -84,16 +71,12 @@ class Scheduler:
             except redis.exceptions.RedisError as exc:
                 if not refused(exc, "claiming due deliveries"):
                     log.warning("store error; the scheduler retries", exc_info=True)
-                self._held = False
+                self._leadership.lost()
                 stop.wait(max(self._settings.scheduler_interval, backoff.next()))
                 continue
             backoff.reset()
             # A full claim means more is due: go again at once.
             if woken < CLAIM_LIMIT:
                 stop.wait(self._settings.scheduler_interval)
-        if self._held:
-            try:
-                self._lock.release()
-            except redis.exceptions.RedisError:
-                log.info("scheduler lock not released; it expires by itself")
+        self._leadership.give_up("scheduler")
         log.info("scheduler stopped")

@@ -20,12 +20,12 @@ from typing import cast
 
 import redis
 import sqlalchemy as sa
-from redis.lock import Lock
 
 from webhook_service.config import Settings
 from webhook_service.history import partitions, records, retention, writer
 from webhook_service.log_window import LineWindow
 from webhook_service.store import keys
+from webhook_service.store.leadership import Leadership
 from webhook_service.store.refusals import Backoff, refused
 from webhook_service.store.release import Released, release
 from webhook_service.store.scripts import Scripts
@@ -57,24 +57,13 @@ class Shipper:
         self.batch_size = settings.log_batch_size
         self._hot_ms = int(settings.hot_seconds * 1000)
         self._interval = settings.log_ship_interval
-        self._lock: Lock = client.lock(keys.SHIPPER_LOCK, timeout=LOCK_SECONDS, blocking=False)
-        self._held = False
+        self._leadership = Leadership(client, keys.SHIPPER_LOCK, LOCK_SECONDS)
         self._retention_days = settings.retention_days
         self._partitions_due = self._retention_due = 0.0  # time.monotonic()
 
-    def _hold_lock(self) -> bool:
-        if self._held:
-            try:
-                self._lock.reacquire()
-                return True
-            except redis.exceptions.LockError:
-                self._held = False
-        self._held = bool(self._lock.acquire(blocking=False))
-        return self._held
-
     def ship_once(self) -> int:
         """One batch, if this shipper holds the lock: how many records it committed."""
-        if not self._hold_lock():
+        if not self._leadership.hold():
             return 0
         shipped = self.ship_batch()
         if not shipped:
@@ -118,12 +107,12 @@ class Shipper:
         while not stop.is_set():
             try:
                 shipped = self.ship_once()
-                if self._held:
+                if self._leadership.held:
                     self.upkeep()
             except redis.exceptions.RedisError as exc:
                 if not refused(exc, "shipping the delivery log"):
                     log.warning("store error; the shipper retries", exc_info=True)
-                self._held = False
+                self._leadership.lost()
                 stop.wait(max(self._interval, backoff.next()))
                 continue
             except sa.exc.SQLAlchemyError as exc:
@@ -134,11 +123,7 @@ class Shipper:
             # A full batch means more is waiting: go again at once.
             if shipped < self.batch_size:
                 stop.wait(self._interval)
-        if self._held:
-            try:
-                self._lock.release()
-            except redis.exceptions.RedisError:
-                log.info("shipper lock not released; it expires by itself")
+        self._leadership.give_up("shipper")
         log.info("log shipper stopped")
 
     @staticmethod

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from redis.asyncio import Redis
 
 from tests.integration.conftest import save_endpoint
+from tests.support.attempts import attempt_now
 from tests.support.stack import settings_of
 from webhook_service.embedded import EmbeddedValkey
 from webhook_service.history import tables
@@ -21,14 +22,13 @@ from webhook_service.history.database import sync_engine, upgrade
 from webhook_service.history.shipper import Shipper
 from webhook_service.ids import new_id
 from webhook_service.store import keys
-from webhook_service.store.deliveries import Attempt, DeliveryStore, HealthPolicy
+from webhook_service.store.deliveries import DeliveryStore
 from webhook_service.store.events import EventStore, IdempotencyClaim
 from webhook_service.store.scripts import Scripts
 from webhook_service.timeutil import now_ms
 
 pytestmark = pytest.mark.integration
 
-HEALTH = HealthPolicy(disable_after_ms=3_600_000, ops_budget=3)
 TYPE = "log.released"
 
 
@@ -67,20 +67,6 @@ async def _accept(client: Redis, idempotency_key: str | None = None) -> tuple[st
     return event_id, list(accepted.delivery_ids)
 
 
-async def _attempt(client: Redis, delivery_id: str, code: int, delay_ms: int | None) -> str:
-    store = DeliveryStore(client, Scripts(client))
-    now = now_ms()
-    lease = await store.lease([delivery_id], "tok", now, 30_000, 10)
-    assert len(lease.jobs) == 1, lease.skipped
-    (job,) = lease.jobs
-    recorded = await store.record(
-        delivery_id=delivery_id, token="tok", now_ms=now,
-        attempt=Attempt(job.attempt, now, 3, code, None, ""),
-        outcome="ok" if code < 300 else "fail", delay_ms=delay_ms, health=HEALTH,
-    )  # fmt: skip
-    return recorded.status
-
-
 async def test_finished_work_leaves_redis_pending_work_stays(
     client: Redis, sync_redis: redis.Redis, engine: sa.Engine
 ) -> None:
@@ -88,8 +74,8 @@ async def test_finished_work_leaves_redis_pending_work_stays(
     for _ in range(2):
         await save_endpoint(scripts, TYPE, now_ms())
     event_id, (done, pending) = await _accept(client, "order-1")
-    assert await _attempt(client, done, 200, None) == "succeeded"
-    assert await _attempt(client, pending, 500, 0) == "pending"
+    assert await attempt_now(client, done, 200, None) == "succeeded"
+    assert await attempt_now(client, pending, 500, 0) == "pending"
 
     shipper = _shipper(sync_redis, engine, 0)
     shipper.ship_once()
@@ -98,7 +84,7 @@ async def test_finished_work_leaves_redis_pending_work_stays(
     assert await client.exists(keys.delivery(pending), keys.event(event_id)) == 2
     assert await client.hget(keys.event(event_id), "live") == "1"
 
-    assert await _attempt(client, pending, 200, None) == "succeeded"
+    assert await attempt_now(client, pending, 200, None) == "succeeded"
     shipper.ship_once()
     assert not await client.exists(keys.delivery(pending), keys.event(event_id))
     with engine.connect() as conn:
@@ -131,7 +117,7 @@ async def test_the_hot_window_keeps_finished_work_for_a_while(
 ) -> None:
     await save_endpoint(Scripts(client), TYPE, now_ms())
     event_id, (delivery_id,) = await _accept(client)
-    assert await _attempt(client, delivery_id, 200, None) == "succeeded"
+    assert await attempt_now(client, delivery_id, 200, None) == "succeeded"
     shipper = _shipper(sync_redis, engine, 0.5)
     shipper.ship_once()
     assert await client.exists(keys.delivery(delivery_id), keys.event(event_id)) == 2
@@ -145,7 +131,7 @@ async def test_a_delivery_retried_before_its_release_stays(
 ) -> None:
     await save_endpoint(Scripts(client), TYPE, now_ms())
     _, (delivery_id,) = await _accept(client)
-    assert await _attempt(client, delivery_id, 200, None) == "succeeded"
+    assert await attempt_now(client, delivery_id, 200, None) == "succeeded"
     shipper = _shipper(sync_redis, engine, 0.3)
     shipper.ship_once()
     store = DeliveryStore(client, Scripts(client))

@@ -14,6 +14,7 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.integration.conftest import save_endpoint
+from tests.support.attempts import attempt_now
 from tests.support.stack import settings_of
 from webhook_service.embedded import EmbeddedValkey
 from webhook_service.history import tables
@@ -23,14 +24,13 @@ from webhook_service.history.revive import Reviver
 from webhook_service.history.shipper import Shipper
 from webhook_service.ids import new_id
 from webhook_service.store import keys
-from webhook_service.store.deliveries import Attempt, DeliveryStore, HealthPolicy
+from webhook_service.store.deliveries import DeliveryStore
 from webhook_service.store.events import EventStore
 from webhook_service.store.scripts import Scripts
 from webhook_service.timeutil import now_ms
 
 pytestmark = pytest.mark.integration
 
-HEALTH = HealthPolicy(disable_after_ms=3_600_000, ops_budget=3)
 TYPE = "log.revived"
 
 
@@ -62,20 +62,6 @@ def _reviver(client: Redis, engine: AsyncEngine) -> Reviver:
     return Reviver(history, scripts, hot_ms=0)
 
 
-async def _send(client: Redis, delivery_id: str, code: int) -> str:
-    store = DeliveryStore(client, Scripts(client))
-    now = now_ms()
-    lease = await store.lease([delivery_id], "tok", now, 30_000, 10)
-    assert len(lease.jobs) == 1, lease.skipped
-    (job,) = lease.jobs
-    recorded = await store.record(
-        delivery_id=delivery_id, token="tok", now_ms=now,
-        attempt=Attempt(job.attempt, now, 3, code, None, ""),
-        outcome="ok" if code < 300 else "fail", delay_ms=None, health=HEALTH,
-    )  # fmt: skip
-    return recorded.status
-
-
 async def _released_delivery(client: Redis, shipper: Shipper) -> tuple[str, str]:
     scripts = Scripts(client)
     await save_endpoint(scripts, TYPE, now_ms())
@@ -85,7 +71,7 @@ async def _released_delivery(client: Redis, shipper: Shipper) -> tuple[str, str]
         budget=1, grace_ms=1000, idempotency=None, wakeup=None, backlog_max=1_000_000,
     )  # fmt: skip
     (delivery_id,) = accepted.delivery_ids
-    assert await _send(client, delivery_id, 500) == "failed"
+    assert await attempt_now(client, delivery_id, 500) == "failed"
     shipper.ship_once()
     assert not await client.exists(keys.delivery(delivery_id), keys.event(event_id))
     return event_id, delivery_id
@@ -112,7 +98,7 @@ async def test_a_retry_brings_a_released_delivery_back(
     # A second retry finds it on its way.
     assert await reviver.retry(store, [delivery_id], now_ms(), 0) == ["pending"]
 
-    assert await _send(client, delivery_id, 200) == "succeeded"
+    assert await attempt_now(client, delivery_id, 200) == "succeeded"
     shipper.ship_once()
     with shipper._engine.connect() as conn:
         row = conn.execute(
@@ -139,7 +125,7 @@ async def test_replay_and_expunge_find_an_event_that_left(
     assert await reviver.restore_event(event_id, now_ms())
     replayed = await events.replay(event_id, None, now_ms(), 1, 0, sender="key_1")
     assert replayed.outcome == "ok" and len(replayed.pending) == 1
-    assert await _send(client, replayed.pending[0], 200) == "succeeded"
+    assert await attempt_now(client, replayed.pending[0], 200) == "succeeded"
     shipper.ship_once()
     assert not await client.exists(keys.event(event_id))
 
