@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.integration.conftest import Api, create_endpoint, delivery_statuses, wait_for
+from tests.support.logged import wait_logged
 from tests.support.receiver import Receiver
 from tests.support.stack import Stack
 
@@ -36,6 +37,7 @@ async def test_kill_9_worker_mid_send_then_delivered(
     got = receiver.for_endpoint("slow")
     assert len(got) == 2  # the lost attempt and the one that succeeded
     assert {r.webhook_id for r in got} == {accepted["id"]}
+    await wait_logged(stack.valkey.url)  # the list and the attempt log are the SQL log's
     status, page, _ = await api.call("GET", f"/v1/deliveries?event_id={accepted['id']}")
     _, delivery, _ = await api.call("GET", f"/v1/deliveries/{page['data'][0]['id']}")
     # The killed attempt was never recorded; the successful one was, once.
