@@ -63,7 +63,7 @@ test: lint typecheck chromium postgresql
 
 # Quick (~3 min): the signer, then the whole service against its floors and the naive
 # Celery baseline (bench/run.py); then the delivery log against today's release, AOF, CPU,
-# memory and a rewrite under load (bench/bench_log.py, ~6 min); then history pages at 10 k
+# memory and a rewrite under load (bench/bench_log.py, ~11 min); then history pages at 10 k
 # and 1 M deliveries in the SQL log (bench/bench_history.py, ~2 min). bench-full: the whole
 # grid, many repeats (~25 min).
 bench: $(STAMP) postgresql

@@ -1,8 +1,11 @@
 """The delivery log's benchmarks (issue 15): today's release against this tree, in one run.
 
-``python -m bench.bench_log [--events 100000] [--compare-events 6000] [--rate 1000]
-[--seconds 20] [--keep]`` (about 6 minutes as given; ``--events 10000 --compare-events 2000
---seconds 6`` for a quick look).
+``python -m bench.bench_log [--events 100000] [--compare-events 4000] [--rate 1000]
+[--seconds 20] [--only writes,rewrite,memory] [--keep]``: about 11 minutes as given, 9 of
+them the 100 000 delivered events of the memory part (this machine's two cores deliver
+200-300 events a second with fan-out 3); ``--events 10000 --compare-events 1000 --seconds
+6`` in 2 minutes for a look. ``--only`` measures those parts again and keeps the others in
+``bench/results/log.json``.
 
 Two stacks, one after the other, each on a Valkey of its own started with the same flags
 (webhook_service/embedded.py: AOF ``everysec``, ``hash-max-listpack-value`` 512): first the
@@ -12,18 +15,21 @@ the rig's dir and ``WEBHOOK_HOT_SECONDS=0``, so that finished work leaves Redis 
 the log holds it. Every event has a 100-byte body and fans out to 3 endpoints; 2 worker
 processes deliver.
 
-- **Writes**, both: ``--compare-events`` events accepted with the workers paused, then
-  delivered; AOF growth (bench/aof.py) and Valkey CPU over each half, per event and per
-  delivery. Everything the service writes counts: the ingest script and the shipper's trim
-  of its record; the lease, the record, the due set, the shipper's trim and the release of
-  what finished. No automatic AOF rewrite meanwhile (it would reset the files measured).
-- **Ingest through an AOF rewrite**, both, and the ingest floor (bench/floors.py) on this
-  tree's Valkey: an open loop at ``--rate`` for ``--seconds`` with the workers stopped, a
-  ``BGREWRITEAOF`` at half time that is not waited for; p99 and max.
-- **Memory**, this tree: ``used_memory`` before and after ``--events`` delivered events.
-- **Hot window**, this tree: its scheduler again with the default WEBHOOK_HOT_SECONDS, what
-  one finished event holds in Redis until the window passes; at the memory run's rate, the
-  window holds rate x WEBHOOK_HOT_SECONDS of them.
+- **writes**, both stacks: ``--compare-events`` events accepted with the workers paused,
+  then delivered; AOF growth (bench/aof.py) and Valkey CPU over each half, per event and
+  per delivery, and which commands took the bytes. Everything the service writes counts:
+  the ingest script and the shipper's trim of its record; the lease, the record, the due
+  set, the shipper's trim and the release of what finished. No automatic AOF rewrite
+  meanwhile (it would reset the files measured). Then half as many events at 300 ev/s
+  with the workers running: AOF and CPU per delivered event.
+- **rewrite**, both stacks and the ingest floor (bench/floors.py) on this tree's Valkey: an
+  open loop at ``--rate`` for ``--seconds`` with the workers paused, a ``BGREWRITEAOF`` at
+  half time that is not waited for; p99, max, errors, CPU per answer; this tree also
+  without a rewrite.
+- **memory**, this tree: ``used_memory`` before and after ``--events`` delivered events,
+  sent as fast as the workers keep up; then its scheduler again with the default
+  WEBHOOK_HOT_SECONDS: what one finished event holds in Redis until the window passes. At
+  the memory run's rate the window holds rate x WEBHOOK_HOT_SECONDS of them.
 
 Prints every figure with its ratio and target; writes ``bench/results/log.json`` and
 ``log.md``.
@@ -41,6 +47,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +82,7 @@ AOF_DELIVERY_TARGET = 800
 CPU_SHARE_TARGET = 0.6
 MEMORY_GROWTH_TARGET = 0.10
 REWRITE_P99_TARGET = 5.0
+PARTS = ("writes", "rewrite", "memory")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -328,24 +336,15 @@ async def hot_window(rig: Rig, events: int) -> dict[str, float]:
     return {"events": accepted, "hot_seconds": hot, "bytes_per_event": held / accepted}
 
 
-def rows(result: dict[str, Any]) -> list[Row]:
-    old, new = result["release"], result["current"]
-    w_old, w_new = old["writes"], new["writes"]
-    mem, hot = new["memory"], new["hot"]
+def _write_rows(part: dict[str, Any]) -> list[Row]:
+    w_old, w_new = part["release"], part["current"]
 
     def compared(
-        figure: str,
-        key: str,
-        unit: str,
-        target: str = "",
-        met: bool | None = None,
-        scale: float = 1.0,
+        figure: str, key: str, unit: str, target: str = "", met: bool | None = None
     ) -> Row:
-        return Row("writes", figure, one(w_new[key] * scale), unit, "lower",
-                   one(w_old[key] * scale), "release", target, met)  # fmt: skip
+        return Row("writes", figure, one(w_new[key]), unit, "lower", one(w_old[key]),
+                   "release", target, met)  # fmt: skip
 
-    growth = mem["after"] / mem["before"] - 1
-    held = hot["bytes_per_event"] * mem["events_per_second"] * hot["hot_seconds"]
     per = f"{FANOUT} endpoints, {BODY_BYTES} B body"
     return [
         compared(f"AOF bytes per ingested event ({per})", "aof_bytes_per_event", "B",
@@ -362,6 +361,14 @@ def rows(result: dict[str, Any]) -> list[Row]:
                  "steady_aof_bytes_per_event", "B"),
         compared(f"Valkey CPU per delivered event, workers running, {STEADY_RATE:.0f} ev/s",
                  "steady_valkey_cpu_ms_per_event", CPU),
+    ]  # fmt: skip
+
+
+def _memory_rows(part: dict[str, Any]) -> list[Row]:
+    mem, hot = part["memory"], part["hot"]
+    growth = mem["after"] / mem["before"] - 1
+    held = hot["bytes_per_event"] * mem["events_per_second"] * hot["hot_seconds"]
+    return [
         Row("memory", f"used_memory before {mem['events']:,} delivered events",
             one(mem["before"] / MIB), "MiB", "lower"),
         Row("memory", "  at its highest while they were delivered", one(mem["peak"] / MIB),
@@ -375,15 +382,14 @@ def rows(result: dict[str, Any]) -> list[Row]:
             f"(rate x {hot['hot_seconds']:.0f} s of finished events held)",
             one((mem["before"] + held) / MIB), "MiB", "lower", one(mem["before"] / MIB),
             "before"),
-        *_ingest_rows(result),
     ]  # fmt: skip
 
 
-def _ingest_rows(result: dict[str, Any]) -> list[Row]:
-    floor = result["floor"]
-    new, without = result["current"]["rewrite"]["through"], result["current"]["rewrite"]["without"]
-    old = result["release"]["rewrite"]["through"]
-    rate = f"{result['sizes']['rate']:,.0f} ev/s"
+def _ingest_rows(part: dict[str, Any]) -> list[Row]:
+    floor = part["floor"]
+    new, without = part["current"]["through"], part["current"]["without"]
+    old = part["release"]["through"]
+    rate = f"{part['rate']:,.0f} ev/s"
     p99 = new["p99_ms"]
     out = [
         Row("ingest", f"p99 at {rate} through an AOF rewrite", one(p99), "ms", "lower",
@@ -416,12 +422,19 @@ def _ingest_rows(result: dict[str, Any]) -> list[Row]:
     return out
 
 
-def cost_lines(result: dict[str, Any]) -> list[str]:
+_ROWS = {"writes": _write_rows, "rewrite": _ingest_rows, "memory": _memory_rows}
+
+
+def rows(parts: dict[str, Any]) -> list[Row]:
+    return [row for name, make in _ROWS.items() if name in parts for row in make(parts[name])]
+
+
+def cost_lines(writes_part: dict[str, Any]) -> list[str]:
     """What takes the AOF's bytes, per event of ingest and per delivery, on each side: a
     Markdown table."""
     lines = ["| side | per | command and key | count | bytes |", "|---|---|---|---:|---:|"]
     for side in ("release", "current"):
-        figures = result[side]["writes"]
+        figures = writes_part[side]
         for per, key, by in (("event", "ingest_costs", "events"),
                              ("delivery", "delivery_costs", "deliveries"),
                              ("delivered event", "steady_costs", "steady_events")):  # fmt: skip
@@ -433,45 +446,58 @@ def cost_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-async def _run(sizes: Sizes, directory: Path) -> dict[str, Any]:
-    started = time.monotonic()
-    result: dict[str, Any] = {
-        "release_commit": release_tree.RELEASE,
-        "sizes": dataclasses.asdict(sizes),
-        "machine": machine(),
+def _conditions() -> dict[str, Any]:
+    return {
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": machine()["commit"],
+        "load": os.getloadavg(),
     }
-    tree = release_tree.export(release_tree.RELEASE, directory / "release-tree")
-    _log(started, f"release {release_tree.RELEASE}: starting")
-    old = await Rig.start(directory / "release", log_level="INFO", tree=tree)
-    try:
-        result["valkey"] = old.redis.info("server").get("valkey_version", "?")
-        _log(started, f"release: writes of {sizes.compare_events:,} events")
-        release = {"writes": await writes(old, sizes.compare_events)}
-        _log(started, "release: ingest through a rewrite")
-        release["rewrite"] = await ingest_runs(old, sizes, without=False)
-        result["release"] = release
-    finally:
-        await old.close()
+
+
+async def _run(sizes: Sizes, parts: Sequence[str], directory: Path) -> dict[str, Any]:
+    """The ``parts`` asked for (writes, rewrite, memory), each with when it ran and the
+    machine's load average at its start."""
+    started = time.monotonic()
+    out: dict[str, Any] = {name: _conditions() for name in parts}
+    if "writes" in parts or "rewrite" in parts:
+        tree = release_tree.export(release_tree.RELEASE, directory / "release-tree")
+        _log(started, f"release {release_tree.RELEASE}: starting")
+        old = await Rig.start(directory / "release", log_level="INFO", tree=tree)
+        try:
+            if "writes" in parts:
+                _log(started, f"release: writes of {sizes.compare_events:,} events")
+                out["writes"]["release"] = await writes(old, sizes.compare_events)
+            if "rewrite" in parts:
+                _log(started, "release: ingest through a rewrite")
+                out["rewrite"]["release"] = await ingest_runs(old, sizes, without=False)
+        finally:
+            await old.close()
     _log(started, "this tree: starting")
     new = await Rig.start(
         directory / "current", log_level="INFO", settings={"WEBHOOK_HOT_SECONDS": "0"}
     )
     try:
-        _log(started, f"this tree: writes of {sizes.compare_events:,} events")
-        current = {"writes": await writes(new, sizes.compare_events)}
-        _log(started, "floor: ingest through a rewrite")
-        result["floor"] = await floor_through_rewrite(new, sizes)
-        _log(started, "this tree: ingest through a rewrite")
-        current["rewrite"] = await ingest_runs(new, sizes, without=True)
-        _log(started, f"this tree: memory over {sizes.events:,} delivered events")
-        current["memory"] = await memory(new, sizes.events)
-        _log(started, f"this tree: the default hot window, {sizes.hot_events:,} events")
-        current["hot"] = await hot_window(new, sizes.hot_events)
-        result["current"] = current
+        if "writes" in parts:
+            _log(started, f"this tree: writes of {sizes.compare_events:,} events")
+            out["writes"]["current"] = await writes(new, sizes.compare_events)
+        if "rewrite" in parts:
+            _log(started, "floor: ingest through a rewrite")
+            out["rewrite"]["floor"] = await floor_through_rewrite(new, sizes)
+            _log(started, "this tree: ingest, without a rewrite and through one")
+            out["rewrite"]["current"] = await ingest_runs(new, sizes, without=True)
+            out["rewrite"]["rate"] = sizes.rate
+        if "memory" in parts:
+            _log(started, f"this tree: memory over {sizes.events:,} delivered events")
+            out["memory"]["memory"] = await memory(new, sizes.events)
+            _log(started, f"this tree: the default hot window, {sizes.hot_events:,} events")
+            out["memory"]["hot"] = await hot_window(new, sizes.hot_events)
+        out["valkey"] = new.redis.info("server").get("valkey_version", "?")
     finally:
         await new.close()
-    result["seconds"] = round(time.monotonic() - started, 1)
-    return result
+    for name in parts:
+        out[name]["sizes"] = dataclasses.asdict(sizes)
+    out["seconds"] = round(time.monotonic() - started, 1)
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -481,25 +507,41 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--hot-events", type=int, default=6000, help="hot-window run")
     parser.add_argument("--rate", type=float, default=1000.0, help="ev/s through the rewrite")
     parser.add_argument("--seconds", type=float, default=20.0, help="of that run")
+    parser.add_argument(
+        "--only",
+        default=",".join(PARTS),
+        help=f"comma list of {', '.join(PARTS)}; the other parts of {RESULTS}/log.json are kept",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the processes' logs and data")
     args = parser.parse_args(argv)
+    parts = [p.strip() for p in args.only.split(",") if p.strip()]
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
     sizes = Sizes(args.events, args.compare_events, args.hot_events, args.rate, args.seconds)
+    saved = RESULTS / "log.json"
+    kept = saved.exists() and set(parts) != set(PARTS)
+    result: dict[str, Any] = {
+        **(orjson.loads(saved.read_bytes()) if kept else {}),
+        "release_commit": release_tree.RELEASE,
+        "machine": machine(),
+    }
     directory = Path(tempfile.mkdtemp(prefix="whs-bench-log-"))
     try:
-        result = uvloop.run(_run(sizes, directory))
+        result.update(uvloop.run(_run(sizes, parts, directory)))
     finally:
         if args.keep:
             print(f"logs and data kept in {directory}")
         else:
             shutil.rmtree(directory, ignore_errors=True)
-    table = rows(result)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "log.json").write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
-    costs = cost_lines(result)
+    saved.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    table = rows(result)
+    costs = cost_lines(result["writes"]) if "writes" in result else []
     (RESULTS / "log.md").write_text(markdown_table(table) + "\n\n" + "\n".join(costs) + "\n")
     print("\n".join(costs) + "\n")
     print(text_table(table))
-    print(f"\n{result['seconds']} s; results in {RESULTS}/log.json")
+    print(f"\n{result['seconds']} s; results in {saved}")
 
 
 if __name__ == "__main__":
