@@ -22,6 +22,7 @@ from pydantic import SecretStr
 from tests.integration.conftest import Api, serve_api, settings_for, wait_for
 from tests.support.api_app import api_app
 from tests.support.log_away import unreachable_log_url
+from tests.support.logged import wait_logged
 from tests.support.receiver import Receiver
 from tests.support.stack import ADMIN_KEY, Stack
 from webhook_service.api.context import SERVICES
@@ -152,7 +153,7 @@ def test_the_checker_rejects_what_the_spec_does_not_declare(contract: OpenAPI) -
 
 
 async def test_a_working_session_matches_the_contract(
-    api: Api, receiver: Receiver, contract: OpenAPI
+    api: Api, receiver: Receiver, contract: OpenAPI, stack: Stack
 ) -> None:
     async def call(method: str, path: str, **kwargs: Any) -> Reply:
         return await spec_call(api, contract, method, path, **kwargs)
@@ -213,6 +214,7 @@ async def test_a_working_session_matches_the_contract(
         return {d["status"] for d in body["deliveries"]} == {"succeeded", "failed"}
 
     await wait_for(settled, timeout=15)
+    await wait_logged(stack.valkey.url)  # the lists and attempt logs are the SQL log's
     status, body, _ = await call("GET", f"/v1/events/{accepted['id']}")
     assert body["data"] == event["data"] and len(body["deliveries"]) == 2
     by_endpoint = {d["endpoint_id"]: d["id"] for d in body["deliveries"]}
