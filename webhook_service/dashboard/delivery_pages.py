@@ -269,8 +269,14 @@ async def delivery_page(
         session,
         active="deliveries",
         note=layout.notice(request),
-        refresh=REFRESH if pending else None,
+        refresh=REFRESH if pending or _log_behind(delivery) else None,
     )
+
+
+def _log_behind(delivery: JSON) -> bool:
+    """Its latest state is Redis's, its attempts the log's, which follows a moment later:
+    until the log has them all, the page keeps reloading."""
+    return len(delivery.get("attempt_log") or []) < int(delivery["attempts"])
 
 
 @signed_in
