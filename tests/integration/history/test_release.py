@@ -5,8 +5,6 @@ of its deliveries; pending work never leaves, and an idempotent repeat still ans
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
@@ -16,9 +14,7 @@ from redis.asyncio import Redis
 from tests.integration.conftest import save_endpoint
 from tests.support.attempts import attempt_now
 from tests.support.stack import settings_of
-from webhook_service.embedded import EmbeddedValkey
 from webhook_service.history import tables
-from webhook_service.history.database import sync_engine, upgrade
 from webhook_service.history.shipper import Shipper
 from webhook_service.ids import new_id
 from webhook_service.store import keys
@@ -30,21 +26,6 @@ from webhook_service.timeutil import now_ms
 pytestmark = pytest.mark.integration
 
 TYPE = "log.released"
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[sa.Engine]:
-    made = sync_engine(settings_of({"WEBHOOK_DATA_DIR": str(tmp_path)}))
-    upgrade(made)
-    yield made
-    made.dispose()
-
-
-@pytest.fixture
-def sync_redis(valkey: EmbeddedValkey) -> Iterator[redis.Redis]:
-    made = redis.Redis.from_url(valkey.url, decode_responses=True)
-    yield made
-    made.close()
 
 
 def _shipper(client: redis.Redis, engine: sa.Engine, hot_seconds: float) -> Shipper:
@@ -68,7 +49,7 @@ async def _accept(client: Redis, idempotency_key: str | None = None) -> tuple[st
 
 
 async def test_finished_work_leaves_redis_pending_work_stays(
-    client: Redis, sync_redis: redis.Redis, engine: sa.Engine
+    client: Redis, sync_redis: redis.Redis, log_engine: sa.Engine
 ) -> None:
     scripts = Scripts(client)
     for _ in range(2):
@@ -77,7 +58,7 @@ async def test_finished_work_leaves_redis_pending_work_stays(
     assert await attempt_now(client, done, 200, None) == "succeeded"
     assert await attempt_now(client, pending, 500, 0) == "pending"
 
-    shipper = _shipper(sync_redis, engine, 0)
+    shipper = _shipper(sync_redis, log_engine, 0)
     shipper.ship_once()
     # The finished delivery is gone; the pending one and its event stay.
     assert not await client.exists(keys.delivery(done))
@@ -87,7 +68,7 @@ async def test_finished_work_leaves_redis_pending_work_stays(
     assert await attempt_now(client, pending, 200, None) == "succeeded"
     shipper.ship_once()
     assert not await client.exists(keys.delivery(pending), keys.event(event_id))
-    with engine.connect() as conn:
+    with log_engine.connect() as conn:
         statuses = dict(
             conn.execute(sa.select(tables.deliveries.c.id, tables.deliveries.c.status)).all()
         )
@@ -103,22 +84,22 @@ async def test_finished_work_leaves_redis_pending_work_stays(
 
 
 async def test_an_event_no_endpoint_takes_leaves_once_logged(
-    client: Redis, sync_redis: redis.Redis, engine: sa.Engine
+    client: Redis, sync_redis: redis.Redis, log_engine: sa.Engine
 ) -> None:
     event_id, deliveries = await _accept(client)
     assert deliveries == []
-    _shipper(sync_redis, engine, 0).ship_once()
+    _shipper(sync_redis, log_engine, 0).ship_once()
     assert not await client.exists(keys.event(event_id))
     assert await client.zcard(keys.LOG_RELEASE) == 0
 
 
 async def test_the_hot_window_keeps_finished_work_for_a_while(
-    client: Redis, sync_redis: redis.Redis, engine: sa.Engine
+    client: Redis, sync_redis: redis.Redis, log_engine: sa.Engine
 ) -> None:
     await save_endpoint(Scripts(client), TYPE, now_ms())
     event_id, (delivery_id,) = await _accept(client)
     assert await attempt_now(client, delivery_id, 200, None) == "succeeded"
-    shipper = _shipper(sync_redis, engine, 0.5)
+    shipper = _shipper(sync_redis, log_engine, 0.5)
     shipper.ship_once()
     assert await client.exists(keys.delivery(delivery_id), keys.event(event_id)) == 2
     time.sleep(0.6)
@@ -127,12 +108,12 @@ async def test_the_hot_window_keeps_finished_work_for_a_while(
 
 
 async def test_a_delivery_retried_before_its_release_stays(
-    client: Redis, sync_redis: redis.Redis, engine: sa.Engine
+    client: Redis, sync_redis: redis.Redis, log_engine: sa.Engine
 ) -> None:
     await save_endpoint(Scripts(client), TYPE, now_ms())
     _, (delivery_id,) = await _accept(client)
     assert await attempt_now(client, delivery_id, 200, None) == "succeeded"
-    shipper = _shipper(sync_redis, engine, 0.3)
+    shipper = _shipper(sync_redis, log_engine, 0.3)
     shipper.ship_once()
     store = DeliveryStore(client, Scripts(client))
     assert await store.retry([delivery_id], now_ms(), 1000) == ["ok"]
