@@ -1,6 +1,13 @@
 """The Lua scripts, each loaded once with a preamble from ``keys.py``: the key table (``K``),
 the operational event types (``OPS_TYPES``), the log outbox's field names (``LOG``), the
-final delivery states (``FINAL``) and the lifetimes of the endpoint stats windows (``TTL``)."""
+final delivery states (``FINAL``) and the lifetimes of the endpoint stats windows (``TTL``).
+
+Each script's first line is its shebang, which this moves above the preamble: ``#!lua``, or
+``#!lua flags=allow-oom`` for the steps that carry work already accepted to its end (lease,
+record, claim_due, release). At ``maxmemory`` the server refuses a plain ``#!lua`` script
+before it writes anything, and runs an ``allow-oom`` one whole: a full store takes no new
+work but still delivers, records and lets go of what it holds. Without a shebang the server
+would decide by the script's first write command, which no one reading the script sees."""
 
 from __future__ import annotations
 
@@ -48,20 +55,27 @@ def _final() -> str:
     return ", ".join(f"[{_lua_string(s)}] = true" for s in sorted(FINAL_STATUSES))
 
 
+SHEBANGS = ("#!lua", "#!lua flags=allow-oom")
+
+
 @cache
 def source(name: str) -> str:
     folder = files("webhook_service.store") / "lua"
+    shebang, body = (folder / f"{name}.lua").read_text().split("\n", 1)
+    if shebang not in SHEBANGS:
+        raise ValueError(f"{name}.lua must begin with one of {SHEBANGS}, not {shebang!r}")
     table = ", ".join(f"{field} = {_lua_string(value)}" for field, value in keys.LUA_KEYS.items())
     ops = ", ".join(f"[{_lua_string(name)}] = true" for name in OPERATIONAL_EVENT_TYPES)
     return "\n".join(
         (
+            shebang,
             f"local K = {{{table}}}",
             f"local OPS_TYPES = {{{ops}}}",
             f"local LOG = {{{_outbox_fields()}}}",
             f"local FINAL = {{{_final()}}}",
             f"local TTL = {{{', '.join(f'{k} = {v}' for k, v in keys.WINDOW_TTL.items())}}}",
             (folder / "common.lua").read_text(),
-            (folder / f"{name}.lua").read_text(),
+            body,
         )
     )
 

@@ -9,7 +9,7 @@ import pytest
 
 from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
-from webhook_service.store.scripts import NAMES, source
+from webhook_service.store.scripts import NAMES, SHEBANGS, source
 from webhook_service.store.states import FINAL_STATUSES
 
 LUA_DIR = files("webhook_service.store") / "lua"
@@ -27,9 +27,9 @@ def _code(file: str) -> str:
 
 
 def _preamble(name: str) -> str:
-    """Every line before common.lua: the key table, the operational event types, the
+    """Every line between the shebang and common.lua: the key table, the operational event types, the
     unindexed values, the log outbox's fields, the final states, the window lifetimes."""
-    text = source(name)
+    text = source(name).split("\n", 1)[1]
     return text[: text.index((LUA_DIR / "common.lua").read_text())].rstrip("\n")
 
 
@@ -45,8 +45,9 @@ def test_every_script_name_has_a_file_and_every_file_is_used() -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_each_source_starts_with_the_key_table(name: str) -> None:
-    text = source(name)
+def test_each_source_starts_with_its_shebang_then_the_key_table(name: str) -> None:
+    shebang, text = source(name).split("\n", 1)
+    assert shebang in SHEBANGS
     assert text.startswith("local K = {")
     first = _preamble(name).split("\n")[0]
     assert first.endswith("}")
@@ -58,8 +59,13 @@ def test_each_source_starts_with_the_key_table(name: str) -> None:
 def test_each_source_is_preamble_then_common_then_the_script(name: str) -> None:
     text = source(name)
     common = (LUA_DIR / "common.lua").read_text()
-    own = (LUA_DIR / f"{name}.lua").read_text()
-    assert text == "\n".join((_preamble(name), common, own))
+    shebang, own = (LUA_DIR / f"{name}.lua").read_text().split("\n", 1)
+    assert text == "\n".join((shebang, _preamble(name), common, own))
+
+
+def test_only_the_steps_that_finish_accepted_work_run_at_maxmemory() -> None:
+    allowed = {name for name in NAMES if source(name).startswith("#!lua flags=allow-oom\n")}
+    assert allowed == {"lease", "record", "claim_due", "release"}
 
 
 def test_the_preamble_names_the_outbox_fields_as_keys_spells_them() -> None:

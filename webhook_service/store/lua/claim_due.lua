@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Hand the scheduler the deliveries whose time has come, and push each one's due time a
 -- grace period ahead, so the next pass does not wake it again while its wake-up travels.
 -- ARGV: now_ms, limit, grace_ms

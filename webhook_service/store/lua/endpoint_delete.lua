@@ -1,3 +1,4 @@
+#!lua
 -- Remove an endpoint and its subscriptions; its pending deliveries end when next leased.
 -- ARGV: id
 local id = ARGV[1]

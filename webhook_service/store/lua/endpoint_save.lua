@@ -1,3 +1,4 @@
+#!lua
 -- Create or update an endpoint and its subscriptions together. Disabled endpoints stay
 -- subscribed: their events are kept as 'disabled' deliveries until a recovery.
 -- ARGV: id, the most endpoints there may be ('0': no limit), field/value pairs... (must

@@ -1,3 +1,4 @@
+#!lua
 -- An admin enables or disables an endpoint. Enabling forgets the failing streak, so the
 -- endpoint gets a whole `disable_after` again; deliveries kept as 'disabled' wait for a
 -- recovery, which the admin asks for separately.

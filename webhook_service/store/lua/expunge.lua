@@ -1,3 +1,4 @@
+#!lua
 -- Delete an event's payload for good, keeping the event and its deliveries as records.
 -- Deliveries not yet sent then fail with 'payload_deleted' when leased (lease.lua).
 -- ARGV: event_id, now_ms, sender (the API key id the event must have been sent with;

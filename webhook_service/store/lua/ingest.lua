@@ -1,3 +1,4 @@
+#!lua
 -- Accept one event: check its idempotency key, write the event, one delivery per matching
 -- endpoint, their due entries and log record, and the idempotency record, or nothing.
 -- ARGV: now_ms, event_id, type, body, key_id, idem_key ('' = none), idem_hash,

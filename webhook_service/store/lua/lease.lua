@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Take a lease on each delivery a wake-up names, or say why not. A lease is a token and an
 -- expiry; while it holds, no other worker may send. The due entry moves to the lease expiry
 -- so that a worker dying mid-send is re-woken by the scheduler, never forgotten.

@@ -1,3 +1,4 @@
+#!lua
 -- One GCRA check for a caller outside any other script (store/ratelimit.py).
 -- The clock is the server's: every API process then measures against the same time.
 -- ARGV: name, rate per second, burst. Returns 0 (go) or the ms to wait.

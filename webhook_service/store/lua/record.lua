@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Record one attempt and the delivery's next state, only if we still hold the lease: an
 -- attempt is recorded once, and a worker whose lease ran out cannot overwrite the one that
 -- took over. Also frees the endpoint's in-flight slot and keeps the endpoint's health:

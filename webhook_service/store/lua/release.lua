@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Let finished work leave Redis once the log holds it. After committing a batch, the shipper
 -- names what it saw finish (deliveries that became final, events that fanned out to no one)
 -- in log:release, scored by when each may go (the hot window on); this takes those whose

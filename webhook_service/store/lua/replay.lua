@@ -1,3 +1,4 @@
+#!lua
 -- Replay an event: one new delivery to each endpoint subscribed to its type now, or to the
 -- one named, if it is subscribed. The new ids start with the replay's own time-ordered
 -- part, so they never meet the originals (whose ids start with the event's) and list as

@@ -1,3 +1,4 @@
+#!lua
 -- An admin's retry: each finished delivery named gets one more attempt, now. Deliveries
 -- still pending are on their way already and are left alone.
 -- ARGV: now_ms, grace_ms, delivery ids...

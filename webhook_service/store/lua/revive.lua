@@ -1,3 +1,4 @@
+#!lua
 -- Bring finished work back from the log into Redis, so an admin's retry, a recovery, a
 -- replay or an expunge can act on it as on work still in flight (store/revive.py reads the
 -- rows from the log and calls this). What Redis holds already is left as it is.
