@@ -47,9 +47,8 @@ async def test_ingest_is_refused_and_writes_nothing(
 ) -> None:
     await save_endpoint(Scripts(store), TYPE, now_ms())
     before = await store.dbsize()
-    with full(fresh_valkey.url):
-        with pytest.raises(redis.RedisError) as refused:
-            await _accept(store)
+    with full(fresh_valkey.url), pytest.raises(redis.RedisError) as refused:
+        await _accept(store)
     assert classify(refused.value) is Refusal.OUT_OF_MEMORY
     assert await store.dbsize() == before
     assert await store.xlen(keys.LOG_OUTBOX) == 0

@@ -27,8 +27,9 @@ def _code(file: str) -> str:
 
 
 def _preamble(name: str) -> str:
-    """Every line between the shebang and common.lua: the key table, the operational event types, the
-    unindexed values, the log outbox's fields, the final states, the window lifetimes."""
+    """Every line between the shebang and common.lua: the key table, the operational event
+    types, the unindexed values, the log outbox's fields, the final states, the window
+    lifetimes."""
     text = source(name).split("\n", 1)[1]
     return text[: text.index((LUA_DIR / "common.lua").read_text())].rstrip("\n")
 
