@@ -6,6 +6,8 @@ to be looked at; every pipeline test shows a real worker consuming them.
 
 from __future__ import annotations
 
+import redis
+import redis.asyncio
 from kombu import Connection
 from kombu.message import Message
 
@@ -13,7 +15,11 @@ from tests.integration.conftest import Api, create_endpoint, serve_api, settings
 from tests.support.receiver import Receiver
 from tests.support.stack import Stack
 from webhook_service.embedded import EmbeddedValkey
+from webhook_service.store import keys
+from webhook_service.store.deliveries import DeliveryStore
 from webhook_service.store.keys import QUEUE_FRESH
+from webhook_service.store.scripts import Scripts
+from webhook_service.timeutil import now_ms
 from webhook_service.wakeup import TASK_DELIVER
 
 
@@ -42,12 +48,31 @@ def _queued(url: str) -> list[Message]:
     return messages
 
 
-def _ids(message: Message) -> list[str]:
-    # Celery's message body: (args, kwargs, embed); the one argument is the ids, comma-joined.
+def _argument(message: Message) -> list[str]:
+    # Celery's message body: (args, kwargs, embed); the one argument is the ids, comma-joined,
+    # the last one '+' and the message's task id: its side list of ids that joined it.
     body: tuple[tuple[str], dict[str, object], dict[str, object]] = message.decode()
     (ids,), kwargs, _embed = body
     assert kwargs == {}
-    return ids.split(",")
+    argument = ids.split(",")
+    assert argument[-1] == "+" + message.headers["id"]
+    return argument
+
+
+def _inline(message: Message) -> list[str]:
+    return _argument(message)[:-1]
+
+
+def _joined(url: str, message: Message) -> list[str]:
+    """The ids that joined the message while it waited, in its side list."""
+    client = redis.Redis.from_url(url, decode_responses=True)
+    more = client.lrange(keys.LUA_KEYS["wakeup_more"] + message.headers["id"], 0, -1)
+    client.close()
+    return [str(i) for i in more]
+
+
+def _ids(url: str, message: Message) -> list[str]:
+    return _inline(message) + _joined(url, message)
 
 
 async def test_waiting_wakeups_take_the_next_events_ids_up_to_a_batch(
@@ -65,11 +90,24 @@ async def test_waiting_wakeups_take_the_next_events_ids_up_to_a_batch(
         assert message.headers["task"] == TASK_DELIVER
         assert message.delivery_info["routing_key"] == QUEUE_FRESH
     # Oldest first: the first event's two batches, the second of which took one of the
-    # second event's ids while it waited; then the rest of the second event's.
+    # second event's ids while it waited, in its side list (the message itself unchanged);
+    # then the rest of the second event's.
     assert [m.headers["id"] for m in messages] == [f"{first}.1", f"{first}.3", f"{second}.2"]
-    assert [len(_ids(m)) for m in messages] == [2, 2, 2]
-    woken = [i for m in messages for i in _ids(m)]
+    assert [len(_inline(m)) for m in messages] == [2, 1, 2]
+    assert [len(_joined(valkey.url, m)) for m in messages] == [0, 1, 0]
+    woken = [i for m in messages for i in _ids(valkey.url, m)]
     assert sorted(woken) == sorted(first_deliveries | second_deliveries)
+
+    # The lease that takes the joined message takes its side list too, and ends it.
+    joined = messages[1]
+    expected = sorted(_ids(valkey.url, joined))
+    client = redis.asyncio.Redis.from_url(valkey.url, decode_responses=True)
+    leased = await DeliveryStore(client, Scripts(client)).lease(
+        _argument(joined), "tok", now_ms(), 30_000, 10
+    )
+    assert sorted(j.delivery_id for j in leased.jobs) == expected
+    assert not await client.exists(keys.LUA_KEYS["wakeup_more"] + joined.headers["id"])
+    await client.aclose()
 
 
 async def test_an_event_after_the_queue_drained_gets_a_message_of_its_own(
@@ -79,9 +117,9 @@ async def test_an_event_after_the_queue_drained_gets_a_message_of_its_own(
     async with serve_api(settings) as (_, api):
         await create_endpoint(api, receiver, "solo", ["wake.solo"])
         _, first_deliveries = await _send(api, "wake.solo")
-        assert [_ids(m) for m in _queued(valkey.url)] == [sorted(first_deliveries)]
+        assert [_ids(valkey.url, m) for m in _queued(valkey.url)] == [sorted(first_deliveries)]
         # The noted message was consumed: nothing to join, a new one is pushed.
         second, second_deliveries = await _send(api, "wake.solo")
     messages = _queued(valkey.url)
     assert [m.headers["id"] for m in messages] == [f"{second}.1"]
-    assert _ids(messages[0]) == sorted(second_deliveries)
+    assert _ids(valkey.url, messages[0]) == sorted(second_deliveries)

@@ -56,8 +56,11 @@ schema                     str    the store's schema version, an integer (store/
                                   none on a store written before it: schema 1)
 due                        zset   delivery id scored by the ms it next needs a worker
 wakeup:{queue}             hash   the newest wake-up the ingest script queued there: task
-                                  (its id), ids, count; lets the next event join it while
-                                  it waits (lua/common.lua push_wakeups)
+                                  (its id), count (its ids); lets the next event join it
+                                  while it waits (lua/common.lua push_wakeups)
+wakeup:more:{task}         list   the ids that joined that wake-up while it waited; the
+                                  lease that takes the wake-up takes them (expires after a
+                                  day, should the wake-up be lost: the due set has them)
 idem:{key}:{idempotency}   hash   state, hash, event, until, fanout (the event's delivery
                                   count, for the replayed answer); expires with the window
 lock:scheduler             str    the token of the scheduler that may act
@@ -173,6 +176,7 @@ LUA_KEYS = {
     "ep_stats": PREFIX + "stats:ep:",
     "due": DUE,
     "wakeup": PREFIX + "wakeup:",
+    "wakeup_more": PREFIX + "wakeup:more:",
     "idem": PREFIX + "idem:",
     "limit": PREFIX + "limit:",
     "outbox": LOG_OUTBOX,
@@ -208,9 +212,10 @@ def endpoint_hour(endpoint_id: str, hour: int) -> str:
     return f"{endpoint_stats(endpoint_id)}{LUA_KEYS['hour_infix']}{hour}"
 
 
-# How long an endpoint's per-minute and per-hour windows live, in seconds (the Lua
-# preamble's TTL table): a little past the 60 minutes and 24 hours its stats show.
-WINDOW_TTL = {"minute": 2 * 3600, "hour": 26 * 3600}
+# Lifetimes in seconds (the Lua preamble's TTL table): an endpoint's per-minute and
+# per-hour windows, a little past the 60 minutes and 24 hours its stats show; the ids that
+# joined a wake-up, should the wake-up be lost.
+WINDOW_TTL = {"minute": 2 * 3600, "hour": 26 * 3600, "wakeup_more": 24 * 3600}
 
 
 def idempotency(key_id: str, idempotency_key: str) -> str:

@@ -243,31 +243,36 @@ end
 -- event's ids join the newest waiting message (up to `batch` ids) rather than adding one:
 -- a backlog is drained in batches, as a coalescing publisher would drain it, without a
 -- wake-up ever being held back. The newest message is the list's head (LPUSH; consumers
--- BRPOP the tail), and it is still ours to rewrite while it holds the task id we noted.
+-- BRPOP the tail), and it is still waiting while it holds the task id we noted. Joining
+-- appends the ids to the message's side list (K.wakeup_more), named by the message's last
+-- id, '+' and its task id: the lease that takes the message takes them (lease.lua). Every
+-- write goes to the AOF, and rewriting the whole message for each event that joins cost
+-- more than the event itself.
 local function fill_wakeup(template, task, ids)
-  return (string.gsub(string.gsub(template, '#TASK#', task), '#IDS#', ids))
+  return (string.gsub(string.gsub(template, '#TASK#', task), '#IDS#', ids .. ',+' .. task))
 end
 
 local function push_wakeups(queue, template, batch, task_prefix, ids)
   local noted = K.wakeup .. queue
   local first = 1
-  local last = redis.call('HMGET', noted, 'task', 'ids', 'count')
+  local last = redis.call('HMGET', noted, 'task', 'count')
   local head = last[1] and redis.call('LINDEX', queue, 0)
   if head and string.find(head, last[1], 1, true) then
-    local take = math.min(batch - tonumber(last[3]), #ids)
+    local take = math.min(batch - tonumber(last[2]), #ids)
     if take > 0 then
-      local joined = last[2] .. ',' .. table.concat(ids, ',', 1, take)
-      redis.call('LSET', queue, 0, fill_wakeup(template, last[1], joined))
-      redis.call('HSET', noted, 'ids', joined, 'count', tonumber(last[3]) + take)
+      local more = K.wakeup_more .. last[1]
+      if redis.call('RPUSH', more, unpack(ids, 1, take)) == take then
+        redis.call('EXPIRE', more, TTL.wakeup_more)
+      end
+      redis.call('HINCRBY', noted, 'count', take)
       first = take + 1
     end
   end
   for start = first, #ids, batch do
     local stop = math.min(#ids, start + batch - 1)
     local task = task_prefix .. '.' .. start
-    local chunk = table.concat(ids, ',', start, stop)
-    redis.call('LPUSH', queue, fill_wakeup(template, task, chunk))
-    redis.call('HSET', noted, 'task', task, 'ids', chunk, 'count', stop - start + 1)
+    redis.call('LPUSH', queue, fill_wakeup(template, task, table.concat(ids, ',', start, stop)))
+    redis.call('HSET', noted, 'task', task, 'count', stop - start + 1)
   end
 end
 

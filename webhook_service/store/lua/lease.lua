@@ -4,11 +4,19 @@
 -- so that a worker dying mid-send is re-woken by the scheduler, never forgotten.
 -- Per-endpoint limits live here, so they hold across every worker: at most `max_in_flight`
 -- leases per endpoint (the rest park until a slot frees) and the endpoint's rate_limit.
--- ARGV: now_ms, token, lease_ms, max_in_flight, delivery ids...
+-- ARGV: now_ms, token, lease_ms, max_in_flight, delivery ids... (a '+task' among them names
+-- the ids that joined that wake-up while it waited, common.lua push_wakeups: leased too)
 local now, token, lease_ms = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local max_in_flight = tonumber(ARGV[4])
 local out = {}
+local function lease(id) out[#out + 1] = lease_one(id, now, token, lease_ms, max_in_flight) end
 for i = 5, #ARGV do
-  out[#out + 1] = lease_one(ARGV[i], now, token, lease_ms, max_in_flight)
+  if string.sub(ARGV[i], 1, 1) == '+' then
+    local more = K.wakeup_more .. string.sub(ARGV[i], 2)
+    for _, id in ipairs(redis.call('LRANGE', more, 0, -1)) do lease(id) end
+    redis.call('DEL', more)
+  else
+    lease(ARGV[i])
+  end
 end
 return out
