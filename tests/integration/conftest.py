@@ -32,6 +32,7 @@ from webhook_service.config import Settings
 from webhook_service.embedded import EmbeddedValkey, start_valkey
 from webhook_service.history.database import sync_engine, upgrade
 from webhook_service.ids import new_id
+from webhook_service.store.endpoints import EndpointSaveArgs
 from webhook_service.store.scripts import Scripts
 
 pytestmark = pytest.mark.integration
@@ -114,11 +115,11 @@ async def client(valkey: EmbeddedValkey) -> AsyncIterator[Redis]:
 async def save_endpoint(scripts: Scripts, event_type: str, at: int) -> str:
     """A new endpoint subscribed to one type, straight through endpoint_save.lua."""
     endpoint_id = new_id("ep", at)
-    await scripts.run(
-        "endpoint_save",
-        [endpoint_id, 0, "url", "http://127.0.0.1:9/x", "event_types", f'["{event_type}"]',
-         "operations", "0", "disabled", "0", "created", at, "updated", at],
-    )  # fmt: skip
+    fields: dict[str, str | int] = {
+        "url": "http://127.0.0.1:9/x", "event_types": f'["{event_type}"]', "operations": "0",
+        "disabled": "0", "created": at, "updated": at,
+    }  # fmt: skip
+    await scripts.run("endpoint_save", EndpointSaveArgs(endpoint_id, 0, fields).argv())
     return endpoint_id
 
 

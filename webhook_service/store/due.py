@@ -18,6 +18,18 @@ from webhook_service.store.scripts import Scripts
 
 
 @dataclass(frozen=True)
+class ClaimArgs:
+    """claim_due.lua's arguments, in the order its head names them."""
+
+    now_ms: int
+    limit: int  # the most deliveries one claim takes
+    grace_ms: int  # how far each claimed due time moves ahead
+
+    def argv(self) -> list[str | int | float]:
+        return [self.now_ms, self.limit, self.grace_ms]
+
+
+@dataclass(frozen=True)
 class Claimed:
     fresh: list[str]  # never attempted: they go to the first-attempt queue
     retries: list[str]
@@ -30,8 +42,8 @@ class Claimed:
         return len(self.fresh) + len(self.retries)
 
     @classmethod
-    def from_reply(cls, rows: Sequence[Sequence[str]]) -> Claimed:
-        # Each row is (delivery id, attempts so far).
+    def parse(cls, rows: Sequence[Sequence[str]]) -> Claimed:
+        """claim_due.lua's reply: one (delivery id, attempts so far) row per claim."""
         return cls(
             fresh=[row[0] for row in rows if row[1] == "0"],
             retries=[row[0] for row in rows if row[1] != "0"],
@@ -39,11 +51,13 @@ class Claimed:
 
 
 def claim_due_sync(scripts: Scripts, now_ms: int, limit: int, grace_ms: int) -> Claimed:
-    return Claimed.from_reply(scripts.run_sync("claim_due", [now_ms, limit, grace_ms]))
+    args = ClaimArgs(now_ms, limit, grace_ms)
+    return Claimed.parse(scripts.run_sync("claim_due", args.argv()))
 
 
 async def claim_due(scripts: Scripts, now_ms: int, limit: int, grace_ms: int) -> Claimed:
-    return Claimed.from_reply(await scripts.run("claim_due", [now_ms, limit, grace_ms]))
+    args = ClaimArgs(now_ms, limit, grace_ms)
+    return Claimed.parse(await scripts.run("claim_due", args.argv()))
 
 
 async def count_due(redis: Redis, now_ms: int) -> int:

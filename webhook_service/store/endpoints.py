@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from math import inf
 from typing import Literal, cast
 
@@ -137,44 +138,98 @@ class EndpointLimitReached(Exception):
     """There are WEBHOOK_MAX_ENDPOINTS endpoints already: one more is refused."""
 
 
+@dataclass(frozen=True)
+class EndpointSaveArgs:
+    """endpoint_save.lua's arguments, in the order its head names them."""
+
+    endpoint_id: str
+    max_endpoints: int  # refuse a new endpoint when there are this many; 0: no limit
+    fields: Mapping[str, str | int]  # the hash fields to write
+
+    def argv(self) -> list[str | int | float]:
+        return [
+            self.endpoint_id,
+            self.max_endpoints,
+            *(item for pair in self.fields.items() for item in pair),
+        ]
+
+
+class SaveOutcome(StrEnum):
+    """endpoint_save.lua's reply."""
+
+    CREATED = "created"
+    UPDATED = "updated"
+    LIMIT_REACHED = "limit_reached"  # a new endpoint would pass the limit: nothing written
+
+
+@dataclass(frozen=True)
+class EndpointStateArgs:
+    """endpoint_state.lua's arguments, in the order its head names them."""
+
+    endpoint_id: str
+    disabled: bool  # True: disable (reason 'manual'); False: enable
+    now_ms: int
+
+    def argv(self) -> list[str | int | float]:
+        return [self.endpoint_id, int(self.disabled), self.now_ms]
+
+
+@dataclass(frozen=True)
+class EndpointDeleteArgs:
+    """endpoint_delete.lua's arguments, in the order its head names them."""
+
+    endpoint_id: str
+
+    def argv(self) -> list[str | int | float]:
+        return [self.endpoint_id]
+
+
 class EndpointStore:
     def __init__(self, redis: Redis, scripts: Scripts) -> None:
         self._redis = redis
         self._scripts = scripts
 
-    async def save(self, record: EndpointRecord, *, creating: bool, max_endpoints: int = 0) -> None:
-        """Write the endpoint. Secrets and the enabled state only on creation: later they
-        change by their own atomic steps, so an update never undoes a rotation or a disable.
-        A new endpoint is refused (EndpointLimitReached) when there are ``max_endpoints``
-        already (0: no limit)."""
+    async def save(
+        self, record: EndpointRecord, *, creating: bool, max_endpoints: int = 0
+    ) -> SaveOutcome:
+        """Write the endpoint: CREATED or UPDATED, as the store found it. Secrets and the
+        enabled state only on creation: later they change by their own atomic steps, so an
+        update never undoes a rotation or a disable. A new endpoint is refused
+        (EndpointLimitReached) when there are ``max_endpoints`` already (0: no limit)."""
         types = (
             ""
             if record.event_types is None
             else orjson.dumps(sorted(set(record.event_types))).decode()
         )
-        fields: list[str | int] = [
-            "url", record.url,
-            "description", record.description,
-            "event_types", types,
-            "created", record.created_ms,
-            "updated", record.updated_ms,
-            "signature", record.signature,
-            "public_key", record.public_key or "",
-            "headers", encode_headers(record.sealed_headers),
-            "rate_limit", "" if record.rate_limit is None else repr(record.rate_limit),
-            "operations", "1" if record.operations else "0",
-        ]  # fmt: skip
+        fields: dict[str, str | int] = {
+            "url": record.url,
+            "description": record.description,
+            "event_types": types,
+            "created": record.created_ms,
+            "updated": record.updated_ms,
+            "signature": record.signature,
+            "public_key": record.public_key or "",
+            "headers": encode_headers(record.sealed_headers),
+            "rate_limit": "" if record.rate_limit is None else repr(record.rate_limit),
+            "operations": "1" if record.operations else "0",
+        }
         if creating:
-            fields += ["secrets", encode_secrets(record.secrets)]
-            fields += ["disabled", "1" if record.disabled else "0"]
+            fields["secrets"] = encode_secrets(record.secrets)
+            fields["disabled"] = "1" if record.disabled else "0"
             if record.disabled:
-                fields += ["disabled_reason", "manual", "disabled_at", record.created_ms]
-        if not await self._scripts.run("endpoint_save", [record.id, max_endpoints, *fields]):
+                fields["disabled_reason"] = "manual"
+                fields["disabled_at"] = record.created_ms
+        args = EndpointSaveArgs(record.id, max_endpoints, fields)
+        saved = SaveOutcome(await self._scripts.run("endpoint_save", args.argv()))
+        if saved is SaveOutcome.LIMIT_REACHED:
             raise EndpointLimitReached(max_endpoints)
+        return saved
 
     async def set_disabled(self, endpoint_id: str, disabled: bool, now_ms: int) -> bool:
         """Disable (reason 'manual') or enable; False when there is no such endpoint."""
-        return bool(await self._scripts.run("endpoint_state", [endpoint_id, int(disabled), now_ms]))
+        args = EndpointStateArgs(endpoint_id, disabled, now_ms)
+        found: int = await self._scripts.run("endpoint_state", args.argv())
+        return found == 1
 
     async def rotate(
         self, endpoint_id: str, new_sealed: str, public_key: str | None, now_ms: int, grace_ms: int
@@ -211,7 +266,10 @@ class EndpointStore:
         return _from_hash(endpoint_id, raw) if raw else None
 
     async def delete(self, endpoint_id: str) -> bool:
-        return bool(await self._scripts.run("endpoint_delete", [endpoint_id]))
+        """The endpoint and its subscriptions gone; False when there was no such endpoint."""
+        args = EndpointDeleteArgs(endpoint_id)
+        found: int = await self._scripts.run("endpoint_delete", args.argv())
+        return found == 1
 
     async def page(self, limit: int, cursor: str | None) -> tuple[list[EndpointRecord], str | None]:
         """Newest first; the cursor is the last id of the previous page."""

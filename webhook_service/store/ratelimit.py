@@ -8,8 +8,21 @@ limited name that expires once the limiter is idle.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from webhook_service.store.scripts import Scripts
+
+
+@dataclass(frozen=True)
+class RateLimitArgs:
+    """ratelimit.lua's arguments, in the order its head names them."""
+
+    name: str
+    rate_per_s: float
+    burst: int
+
+    def argv(self) -> list[str | int | float]:
+        return [self.name, self.rate_per_s, self.burst]
 
 
 class RateLimiter:
@@ -25,5 +38,6 @@ class RateLimiter:
         """
         if not (math.isfinite(rate_per_s) and rate_per_s > 0) or burst < 1:
             raise ValueError("a rate limit needs a positive finite rate and a burst of >= 1")
-        wait_ms = await self._scripts.run("ratelimit", [name, rate_per_s, burst])
+        args = RateLimitArgs(name, rate_per_s, burst)
+        wait_ms = await self._scripts.run("ratelimit", args.argv())
         return int(wait_ms) / 1000

@@ -14,9 +14,28 @@ from webhook_service.store.scripts import Scripts
 
 
 @dataclass(frozen=True)
+class ReleaseArgs:
+    """release.lua's arguments, in the order its head names them."""
+
+    now_ms: int
+    hot_ms: int  # how long what is named now stays
+    limit: int  # the most due names one call takes
+    finished: Sequence[str] = ()  # delivery and event ids the shipper just saw finish
+
+    def argv(self) -> list[str | int | float]:
+        return [self.now_ms, self.hot_ms, self.limit, *self.finished]
+
+
+@dataclass(frozen=True)
 class Released:
     deliveries: int
     events: int
+
+    @classmethod
+    def parse(cls, reply: Sequence[int]) -> Released:
+        """release.lua's reply: {deliveries released, events released}, integers."""
+        deliveries, events = reply
+        return cls(deliveries, events)
 
 
 def release(
@@ -24,5 +43,5 @@ def release(
 ) -> Released:
     """Name ``finished`` (delivery and event ids), then let go of up to ``limit`` names whose
     time has come: a delivery that is final still, an event with no delivery left."""
-    reply = scripts.run_sync("release", [now_ms, hot_ms, limit, *finished])
-    return Released(int(reply[0]), int(reply[1]))
+    args = ReleaseArgs(now_ms, hot_ms, limit, finished)
+    return Released.parse(scripts.run_sync("release", args.argv()))

@@ -6,13 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
 
 import orjson
 
 from webhook_service.store.scripts import Scripts
 
-Revived = Literal["ok", "present"]
+
+class Revived(StrEnum):
+    """revive.lua's reply, per delivery."""
+
+    OK = "ok"  # pending again
+    PRESENT = "present"  # Redis had it: left as it is
 
 
 @dataclass(frozen=True)
@@ -44,7 +49,8 @@ class DeliveryRow:
 
 @dataclass(frozen=True)
 class Revival:
-    """One call's arguments: the events to restore, the deliveries to make pending."""
+    """revive.lua's arguments, in the order its head names them: the events to restore, the
+    deliveries to make pending."""
 
     now_ms: int
     grace_ms: int
@@ -63,6 +69,5 @@ class Revival:
 
 
 async def revive(scripts: Scripts, revival: Revival) -> list[Revived]:
-    """Per delivery, in order: 'ok' (pending again) or 'present' (Redis had it)."""
-    reply: list[Revived] = await scripts.run("revive", revival.argv())
-    return reply
+    """Per delivery, in order: OK (pending again) or PRESENT (Redis had it)."""
+    return [Revived(r) for r in await scripts.run("revive", revival.argv())]

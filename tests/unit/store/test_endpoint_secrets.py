@@ -88,7 +88,7 @@ class _FakeScripts:
 
     async def run(self, name: str, args: list[Any]) -> Any:
         self.calls.append((name, args))
-        return 1
+        return "created"  # endpoint_save.lua's answer for a new endpoint
 
 
 class _FakeRedis:

@@ -1,7 +1,12 @@
 #!lua
 -- Remove an endpoint and its subscriptions; its pending deliveries end when next leased.
--- ARGV: id
-local id = ARGV[1]
+-- Keys (none passed as KEYS): K.endpoint .. <ep>, K.sub_type .. <type>, K.sub_all,
+--   K.sub_ops, K.inflight .. <ep>, K.parked .. <ep>, K.rate .. <ep>, K.ep_stats .. <ep>,
+--   K.backlog .. <ep>, K.endpoints
+-- ARGV (store/endpoints.py EndpointDeleteArgs.argv gives them in this order):
+local id = ARGV[1]  -- the endpoint
+-- Returns 1, or 0 when there is no such endpoint. Its entry in K.endpoint_seqs stays: its
+-- deliveries outlive it, and their ids still name it.
 local key = K.endpoint .. id
 local old = redis.call('HMGET', key, 'event_types', 'url')
 if not old[2] then return 0 end

@@ -1,14 +1,20 @@
 #!lua
 -- Create or update an endpoint and its subscriptions together. Disabled endpoints stay
 -- subscribed: their events are kept as 'disabled' deliveries until a recovery.
--- ARGV: id, the most endpoints there may be ('0': no limit), field/value pairs... (must
--- include url, event_types and operations).
--- Returns 1, or 0 when a new endpoint would pass the limit (and nothing is written): the
--- count is checked here, in the step that adds one, so concurrent creations cannot pass it.
-local id, most = ARGV[1], tonumber(ARGV[2])
+-- Keys (none passed as KEYS): K.endpoint .. <ep>, K.endpoints, K.endpoint_seq,
+--   K.endpoint_seqs, K.sub_type .. <type>, K.sub_all, K.sub_ops
+-- ARGV (store/endpoints.py EndpointSaveArgs.argv gives them in this order):
+local id = ARGV[1]                -- the endpoint
+local most = tonumber(ARGV[2])    -- the most endpoints there may be; 0: no limit
+-- ARGV[3...]: field/value pairs to write (must include url, event_types and operations)
+-- Returns 'created', 'updated', or 'limit_reached' when a new endpoint would pass the limit
+-- (and nothing is written): the count is checked here, in the step that adds one, so
+-- concurrent creations cannot pass it (store/endpoints.py SaveOutcome).
 local key = K.endpoint .. id
 local old = redis.call('HMGET', key, 'event_types', 'url')
-if not old[2] and most > 0 and redis.call('ZCARD', K.endpoints) >= most then return 0 end
+if not old[2] and most > 0 and redis.call('ZCARD', K.endpoints) >= most then
+  return 'limit_reached'
+end
 if old[2] then unsubscribe(id, old[1]) end
 local fields = {}
 for i = 3, #ARGV do fields[#fields + 1] = ARGV[i] end
@@ -30,4 +36,5 @@ else
   redis.call('SREM', K.sub_ops, id)
 end
 redis.call('ZADD', K.endpoints, 0, id)
-return 1
+if old[2] then return 'updated' end
+return 'created'

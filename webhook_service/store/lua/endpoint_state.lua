@@ -2,8 +2,13 @@
 -- An admin enables or disables an endpoint. Enabling forgets the failing streak, so the
 -- endpoint gets a whole `disable_after` again; deliveries kept as 'disabled' wait for a
 -- recovery, which the admin asks for separately.
--- ARGV: id, '1' (disable) | '0' (enable), now_ms
-local id, disable, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
+-- Keys (none passed as KEYS): K.endpoint .. <ep>
+-- ARGV (store/endpoints.py EndpointStateArgs.argv gives them in this order):
+local id = ARGV[1]            -- the endpoint
+local disable = ARGV[2]       -- '1': disable (reason 'manual'); '0': enable
+local now = tonumber(ARGV[3]) -- ms: its updated (and disabled_at)
+-- Returns 1, or 0 when there is no such endpoint. Disabling one disabled already keeps its
+-- reason and time.
 local key = K.endpoint .. id
 if redis.call('EXISTS', key) == 0 then return 0 end
 if disable == '1' then

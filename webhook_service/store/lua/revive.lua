@@ -2,16 +2,22 @@
 -- Bring finished work back from the log into Redis, so an admin's retry, a recovery, a
 -- replay or an expunge can act on it as on work still in flight (store/revive.py reads the
 -- rows from the log and calls this). What Redis holds already is left as it is.
--- ARGV: now_ms, grace_ms, hot_ms,
---       events (JSON list of {id, type, key, body?, expunged?}): each restored if absent,
---         with no live delivery, and named for release hot_ms on (release.lua keeps it
---         while a delivery revived below, or a replay's, is live),
---       deliveries (JSON list of {id, event, attempts}): each absent one made pending with
---         one attempt more in its budget, due at once (after grace_ms, the safety net for
---         the wake-up its caller sends), its state logged
--- Returns one of 'ok', 'present' per delivery, in order.
-local now, grace, hot = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local events, deliveries = cjson.decode(ARGV[4]), cjson.decode(ARGV[5])
+-- Keys (none passed as KEYS): K.event .. <msg>, K.release, K.delivery .. <dlv>, K.due,
+--   K.endpoint_seqs, K.endpoint .. <ep>, K.backlog .. <ep>, K.outbox
+-- ARGV (store/revive.py Revival.argv gives them in this order):
+local now = tonumber(ARGV[1])
+local grace = tonumber(ARGV[2])  -- ms to a revived delivery's due entry, the safety net for
+                                 -- the wake-up its caller sends
+local hot = tonumber(ARGV[3])    -- ms a restored event stays named for release
+-- Events (JSON list of {id, type, key, body?, expunged?}): each restored if absent, with no
+-- live delivery, and named for release hot ms on (release.lua keeps it while a delivery
+-- revived below, or a replay's, is live).
+local events = cjson.decode(ARGV[4])
+-- Deliveries (JSON list of {id, event, attempts}): each absent one made pending with one
+-- attempt more in its budget, due at once (after grace), its state logged.
+local deliveries = cjson.decode(ARGV[5])
+-- Returns one of 'ok' (revived), 'present' (Redis had it) per delivery, in order
+-- (store/revive.py Revived).
 
 for _, e in ipairs(events) do
   local ekey = K.event .. e.id
