@@ -18,7 +18,7 @@ from webhook_service.api.pagination import page_params
 from webhook_service.api.problems import ProblemError
 from webhook_service.api.scopes import Scope
 from webhook_service.history.filters import EventFilter
-from webhook_service.store.events import Replayed
+from webhook_service.store.events import ExpungeOutcome, Replayed, ReplayOutcome
 from webhook_service.timeutil import iso, now_ms
 
 routes = web.RouteTableDef()
@@ -70,14 +70,14 @@ def _sender(request: web.Request) -> str | None:
     return None if Scope.ADMIN in caller.scopes else caller.key_id
 
 
-def _refusal(outcome: str) -> ProblemError:
-    if outcome == "missing":
+def _refusal(outcome: ReplayOutcome) -> ProblemError:
+    if outcome is ReplayOutcome.MISSING:
         return ProblemError(404, _NO_EVENT)
-    if outcome == "no_payload":
+    if outcome is ReplayOutcome.NO_PAYLOAD:
         return ProblemError(409, "This event's payload was deleted: there is nothing to send.")
-    if outcome == "endpoint_disabled":
+    if outcome is ReplayOutcome.ENDPOINT_DISABLED:
         return ProblemError(409, "This endpoint is disabled; enable it first.")
-    if outcome == "not_subscribed":
+    if outcome is ReplayOutcome.NOT_SUBSCRIBED:
         return ProblemError(
             422,
             "This endpoint does not subscribe to this event's type.",
@@ -110,10 +110,12 @@ async def replay(request: web.Request) -> web.Response:
         )
 
     replayed = await replay_now()
-    if replayed.outcome == "missing" and await svc.reviver.restore_event(event_id, now_ms()):
+    if replayed.outcome is ReplayOutcome.MISSING and await svc.reviver.restore_event(
+        event_id, now_ms()
+    ):
         # The event had left Redis; the log had it.
         replayed = await replay_now()
-    if replayed.outcome != "ok":
+    if replayed.outcome is not ReplayOutcome.OK:
         raise _refusal(replayed.outcome)
     if replayed.pending:
         await svc.waker.wake(replayed.pending, retry=False)
@@ -133,9 +135,11 @@ async def expunge_payload(request: web.Request) -> web.Response:
     event_id = request.match_info["event_id"]
     sender = _sender(request)
     expunged = await svc.events.expunge_payload(event_id, now_ms(), sender=sender)
-    if not expunged and await svc.reviver.restore_event(event_id, now_ms()):
+    if expunged.outcome is ExpungeOutcome.MISSING and await svc.reviver.restore_event(
+        event_id, now_ms()
+    ):
         # The event had left Redis; the log had it, and has its body until this ships.
         expunged = await svc.events.expunge_payload(event_id, now_ms(), sender=sender)
-    if not expunged:
+    if expunged.outcome is ExpungeOutcome.MISSING:
         raise ProblemError(404, _NO_EVENT)
     return web.Response(status=204)

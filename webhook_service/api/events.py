@@ -24,7 +24,7 @@ from webhook_service.api.problems import ProblemError
 from webhook_service.ids import new_id
 from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
-from webhook_service.store.events import IdempotencyClaim
+from webhook_service.store.events import IdempotencyClaim, IngestOutcome
 from webhook_service.timeutil import iso, now_ms
 
 log = logging.getLogger(__name__)
@@ -83,13 +83,13 @@ async def post_event(request: web.Request) -> web.Response:
         wakeup=None if svc.strict_durability else svc.waker.inline,
         backlog_max=svc.settings.log_backlog_max,
     )
-    if accepted.outcome == "backlog_full":
+    if accepted.outcome is IngestOutcome.BACKLOG_FULL:
         raise _backlog_full(svc.settings.log_backlog_max)
     problem = outcome_problem(accepted.outcome)
     if problem is not None:
         raise problem
     reply = _accepted(accepted.event_id, accepted.event_type, accepted.created_ms, accepted.fanout)
-    if accepted.outcome == "replay":
+    if accepted.outcome is IngestOutcome.REPLAY:
         return _json_202(reply, {REPLAYED_HEADER: "true"})
     if svc.strict_durability:
         await _wait_for_fsync(request)

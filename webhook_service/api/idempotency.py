@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from webhook_service.api.problems import ProblemError
+from webhook_service.store.events import IngestOutcome
 
 MAX_KEY_LENGTH = 255
 HEADER = "Idempotency-Key"
@@ -36,14 +37,14 @@ def fingerprint(parsed_body: Any) -> str:
     return hashlib.sha256(orjson.dumps(parsed_body, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def outcome_problem(outcome: str) -> ProblemError | None:
-    if outcome == "mismatch":
+def outcome_problem(outcome: IngestOutcome) -> ProblemError | None:
+    if outcome is IngestOutcome.MISMATCH:
         return ProblemError(
             422,
             f"This {HEADER} was already used with a different body.",
             kind="idempotency-key-reused",
         )
-    if outcome == "in_flight":
+    if outcome is IngestOutcome.IN_FLIGHT:
         return ProblemError(
             409,
             f"A request with this {HEADER} is still being processed; retry shortly.",

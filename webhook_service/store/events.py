@@ -1,9 +1,14 @@
-"""Accepting events: the one atomic step behind every 202, and reading events back."""
+"""Accepting events: the one atomic step behind every 202, and reading events back.
+
+Each script here has its arguments (``IngestArgs``, ``ReplayArgs``, ``ExpungeArgs``: ``argv``
+gives them in the order the script's head names them) and its parsed reply (``Accepted``,
+``Replayed``, ``Expunged``), whose outcome is one of the script's answers."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, cast
+from enum import StrEnum
+from typing import Any, Literal, cast
 
 from redis.asyncio import Redis
 
@@ -34,10 +39,50 @@ class InlineWakeup:
     batch: int
 
 
+class IngestOutcome(StrEnum):
+    """What ingest.lua answers."""
+
+    CREATED = "created"
+    REPLAY = "replay"  # the idempotency key's first request's answer, again
+    MISMATCH = "mismatch"  # the key was used with another body
+    IN_FLIGHT = "in_flight"  # the key's first request is not answered yet (strict durability)
+    # The log outbox holds `backlog_max` records; nothing was stored.
+    BACKLOG_FULL = "backlog_full"
+
+
+@dataclass(frozen=True)
+class IngestArgs:
+    """ingest.lua's arguments, in the order its head names them."""
+
+    now_ms: int
+    event_id: str
+    event_type: str
+    body: str
+    key_id: str
+    budget: int
+    grace_ms: int
+    idempotency: IdempotencyClaim | None
+    wakeup: InlineWakeup | None
+    backlog_max: int
+
+    def argv(self) -> list[str | int | float]:
+        idem, wake = self.idempotency, self.wakeup
+        claim = (
+            (keys.idempotency(idem.key_id, idem.key), idem.fingerprint, idem.ttl_s, idem.state,
+             idem.until_ms)
+            if idem else ("", "", 0, "", 0)
+        )  # fmt: skip
+        return [
+            self.now_ms, self.event_id, self.event_type, self.body, self.key_id, *claim,
+            self.budget, self.grace_ms,
+            *((wake.queue, wake.template, wake.batch) if wake else ("", "", 0)),
+            idem.key if idem else "", self.backlog_max,
+        ]  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Accepted:
-    # backlog_full: the log outbox holds `backlog_max` records; nothing was stored.
-    outcome: Literal["created", "replay", "mismatch", "in_flight", "backlog_full"]
+    outcome: IngestOutcome
     event_id: str = ""
     event_type: str = ""
     created_ms: int = 0
@@ -45,14 +90,97 @@ class Accepted:
     fanout: int = 0
     woken: bool = False  # their wake-ups are queued already (InlineWakeup)
 
+    @classmethod
+    def parse(cls, reply: list[Any], args: IngestArgs) -> Accepted:
+        """ingest.lua's reply: {'created', ids, pending ids}, {'replay', event id, type,
+        created ms, fanout} or {why}. A created event is the one ``args`` describe, which
+        the script does not send back."""
+        outcome = IngestOutcome(reply[0])
+        if outcome is IngestOutcome.CREATED:
+            # Only pending deliveries need a worker; a disabled endpoint's wait for recovery.
+            return cls(
+                outcome, args.event_id, args.event_type, args.now_ms, tuple(reply[2]),
+                len(reply[1]), args.wakeup is not None,
+            )  # fmt: skip
+        if outcome is IngestOutcome.REPLAY:
+            return cls(outcome, reply[1], reply[2], int(reply[3]), (), int(reply[4]))
+        return cls(outcome)
+
+
+class ReplayOutcome(StrEnum):
+    """What replay.lua answers."""
+
+    OK = "ok"
+    MISSING = "missing"  # no such event, or one sent with another key than the sender's
+    NO_PAYLOAD = "no_payload"  # its payload was expunged
+    NO_ENDPOINT = "no_endpoint"  # the endpoint named does not exist
+    NOT_SUBSCRIBED = "not_subscribed"  # it does not take the event's type
+    ENDPOINT_DISABLED = "endpoint_disabled"
+
+
+@dataclass(frozen=True)
+class ReplayArgs:
+    """replay.lua's arguments, in the order its head names them."""
+
+    now_ms: int
+    event_id: str
+    # The new ids' part after 'dlv_' (26 characters): the replay's own time and randomness
+    # where an original's are the event's (ids.delivery_id), so the two never collide.
+    part: str
+    budget: int
+    grace_ms: int
+    endpoint_id: str | None  # None: every endpoint subscribed now
+    sender: str | None  # the API key id the event must have been sent with; None: any
+
+    def argv(self) -> list[str | int | float]:
+        return [
+            self.now_ms, self.event_id, self.part, self.budget, self.grace_ms,
+            self.endpoint_id or "", self.sender or "",
+        ]  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Replayed:
-    outcome: Literal[
-        "ok", "missing", "no_payload", "no_endpoint", "not_subscribed", "endpoint_disabled"
-    ]
+    outcome: ReplayOutcome
     delivery_ids: tuple[str, ...] = ()
     pending: tuple[str, ...] = ()  # the ones to wake; a disabled endpoint's wait
+
+    @classmethod
+    def parse(cls, reply: list[Any]) -> Replayed:
+        """replay.lua's reply: {'ok', ids, pending ids} or {why}."""
+        outcome = ReplayOutcome(reply[0])
+        if outcome is not ReplayOutcome.OK:
+            return cls(outcome)
+        return cls(outcome, tuple(reply[1]), tuple(reply[2]))
+
+
+class ExpungeOutcome(StrEnum):
+    """What expunge.lua answers."""
+
+    EXPUNGED = "expunged"  # the event has no payload now (or had none already)
+    MISSING = "missing"  # no such event, or one sent with another key than the sender's
+
+
+@dataclass(frozen=True)
+class ExpungeArgs:
+    """expunge.lua's arguments, in the order its head names them."""
+
+    event_id: str
+    now_ms: int
+    sender: str | None  # the API key id the event must have been sent with; None: any
+
+    def argv(self) -> list[str | int | float]:
+        return [self.event_id, self.now_ms, self.sender or ""]
+
+
+@dataclass(frozen=True)
+class Expunged:
+    outcome: ExpungeOutcome
+
+    @classmethod
+    def parse(cls, reply: list[Any]) -> Expunged:
+        """expunge.lua's reply: {outcome}."""
+        return cls(ExpungeOutcome(reply[0]))
 
 
 @dataclass(frozen=True)
@@ -84,32 +212,11 @@ class EventStore:
         wakeup: InlineWakeup | None,
         backlog_max: int,
     ) -> Accepted:
-        idem = idempotency
-        reply = await self._scripts.run(
-            "ingest",
-            [
-                now_ms, event_id, event_type, body, key_id,
-                keys.idempotency(idem.key_id, idem.key) if idem else "",
-                idem.fingerprint if idem else "",
-                idem.ttl_s if idem else 0,
-                idem.state if idem else "",
-                idem.until_ms if idem else 0,
-                budget, grace_ms,
-                wakeup.queue if wakeup else "", wakeup.template if wakeup else "",
-                wakeup.batch if wakeup else 0,
-                idem.key if idem else "",
-                backlog_max,
-            ],
+        args = IngestArgs(
+            now_ms, event_id, event_type, body, key_id, budget, grace_ms, idempotency, wakeup,
+            backlog_max,
         )  # fmt: skip
-        outcome = reply[0]
-        if outcome == "created":
-            # Only pending deliveries need a worker; a disabled endpoint's wait for recovery.
-            pending = tuple(reply[2])
-            fanout = len(reply[1])
-            return Accepted("created", event_id, event_type, now_ms, pending, fanout, bool(wakeup))
-        if outcome == "replay":
-            return Accepted("replay", reply[1], reply[2], int(reply[3]), (), int(reply[4]))
-        return Accepted(outcome)
+        return Accepted.parse(await self._scripts.run("ingest", args.argv()), args)
 
     async def settle_idempotency(self, claim: IdempotencyClaim) -> None:
         """The first request finished: later ones with the same key replay it."""
@@ -140,17 +247,12 @@ class EventStore:
     ) -> Replayed:
         """New deliveries of a stored event: to every endpoint subscribed now, or to one
         that is. ``sender``: only an event sent with this API key id counts (None: any)."""
-        # A replay's ids begin with its own time and randomness where an original's begin
-        # with the event's (ids.delivery_id), so the two never collide.
         part = new_id("dlv", now_ms).partition("_")[2]
-        reply = await self._scripts.run(
-            "replay", [now_ms, event_id, part, budget, grace_ms, endpoint_id or "", sender or ""]
-        )
-        if reply[0] != "ok":
-            return Replayed(reply[0])
-        return Replayed("ok", tuple(reply[1]), tuple(reply[2]))
+        args = ReplayArgs(now_ms, event_id, part, budget, grace_ms, endpoint_id, sender)
+        return Replayed.parse(await self._scripts.run("replay", args.argv()))
 
-    async def expunge_payload(self, event_id: str, now_ms: int, *, sender: str | None) -> bool:
-        """Delete the event's body; False when there is no such event sent with the API key
-        id ``sender`` (None: with any key)."""
-        return bool(await self._scripts.run("expunge", [event_id, now_ms, sender or ""]))
+    async def expunge_payload(self, event_id: str, now_ms: int, *, sender: str | None) -> Expunged:
+        """Delete the event's body; MISSING when there is no such event sent with the API
+        key id ``sender`` (None: with any key)."""
+        args = ExpungeArgs(event_id, now_ms, sender)
+        return Expunged.parse(await self._scripts.run("expunge", args.argv()))

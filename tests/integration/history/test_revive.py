@@ -25,7 +25,7 @@ from webhook_service.history.shipper import Shipper
 from webhook_service.ids import new_id
 from webhook_service.store import keys
 from webhook_service.store.deliveries import DeliveryStore
-from webhook_service.store.events import EventStore
+from webhook_service.store.events import EventStore, ExpungeOutcome, ReplayOutcome
 from webhook_service.store.scripts import Scripts
 from webhook_service.timeutil import now_ms
 
@@ -124,13 +124,14 @@ async def test_replay_and_expunge_find_an_event_that_left(
 
     assert await reviver.restore_event(event_id, now_ms())
     replayed = await events.replay(event_id, None, now_ms(), 1, 0, sender="key_1")
-    assert replayed.outcome == "ok" and len(replayed.pending) == 1
+    assert replayed.outcome is ReplayOutcome.OK and len(replayed.pending) == 1
     assert await attempt_now(client, replayed.pending[0], 200) == "succeeded"
     shipper.ship_once()
     assert not await client.exists(keys.event(event_id))
 
     assert await reviver.restore_event(event_id, now_ms())
-    assert await events.expunge_payload(event_id, now_ms(), sender="key_1")
+    expunged = await events.expunge_payload(event_id, now_ms(), sender="key_1")
+    assert expunged.outcome is ExpungeOutcome.EXPUNGED
     shipper.ship_once()
     shipper.ship_once()
     with shipper._engine.connect() as conn:

@@ -18,6 +18,7 @@ from webhook_service.api.idempotency import (
     validate_key,
 )
 from webhook_service.api.problems import CONTENT_TYPE, ProblemError
+from webhook_service.store.events import IngestOutcome
 
 # -- validate_key -----------------------------------------------------------------------------
 
@@ -169,7 +170,7 @@ def test_any_reordered_reformatted_object_has_the_same_fingerprint(
 
 
 def test_a_reused_key_with_another_body_is_422() -> None:
-    problem = outcome_problem("mismatch")
+    problem = outcome_problem(IngestOutcome.MISMATCH)
     assert problem is not None
     assert problem.status == 422
     assert problem.kind == "idempotency-key-reused"
@@ -177,7 +178,7 @@ def test_a_reused_key_with_another_body_is_422() -> None:
 
 
 def test_a_key_still_in_flight_is_409_with_retry_after() -> None:
-    problem = outcome_problem("in_flight")
+    problem = outcome_problem(IngestOutcome.IN_FLIGHT)
     assert problem is not None
     assert problem.status == 409
     assert problem.kind == "idempotency-in-flight"
@@ -188,6 +189,8 @@ def test_a_key_still_in_flight_is_409_with_retry_after() -> None:
     assert response.content_type == CONTENT_TYPE
 
 
-@pytest.mark.parametrize("outcome", ["created", "replay", "", "MISMATCH", "in-flight"])
-def test_other_outcomes_are_no_problem(outcome: str) -> None:
+@pytest.mark.parametrize(
+    "outcome", [IngestOutcome.CREATED, IngestOutcome.REPLAY, IngestOutcome.BACKLOG_FULL]
+)
+def test_other_outcomes_are_no_problem(outcome: IngestOutcome) -> None:
     assert outcome_problem(outcome) is None

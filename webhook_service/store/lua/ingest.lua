@@ -1,20 +1,38 @@
 #!lua
 -- Accept one event: check its idempotency key, write the event, one delivery per matching
 -- endpoint, their due entries and log record, and the idempotency record, or nothing.
--- ARGV: now_ms, event_id, type, body, key_id, idem_key ('' = none), idem_hash,
---       idem_ttl_s, idem_state ('done' | 'in_flight'), idem_until_ms, budget, grace_ms,
---       wake_queue ('' = the API wakes workers itself, if at all), wake_template, wake_batch,
---       idempotency key as the producer sent it ('' = none: for the log)
---       backlog_max (outbox records past which a new event is refused: the log's database
---       is behind, and Redis must not fill with what it has not taken)
+-- Keys (none passed as KEYS): K.idem .. <key id>:<idempotency key> (whole, in ARGV),
+--   K.outbox, K.sub_type .. <type>, K.sub_all, K.endpoint .. <ep>, K.delivery .. <dlv>,
+--   K.backlog .. <ep>, K.due, K.event .. <msg>, K.metrics, K.wakeup .. <queue>,
+--   K.wakeup_more .. <task>, and the wake queue itself (a Celery list, named in ARGV)
+-- ARGV (store/events.py IngestArgs.argv gives them in this order):
 local now = tonumber(ARGV[1])
-local event_id, etype, body, key_id = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local idem_key = ARGV[6]
+local event_id = ARGV[2]
+local etype = ARGV[3]
+local body = ARGV[4]                  -- the exact bytes the deliveries send and sign
+local key_id = ARGV[5]                -- the producer's API key id
+local idem_key = ARGV[6]              -- its idempotency record (keys.idempotency); '' = none
+local idem_hash = ARGV[7]             -- the body's fingerprint, which a repeat must match
+local idem_ttl_s = ARGV[8]            -- how long the record lives
+local idem_state = ARGV[9]            -- 'done' | 'in_flight' (the API answers only later)
+local idem_until = ARGV[10]           -- ms until which 'in_flight' holds repeats off
+local budget = tonumber(ARGV[11])     -- attempts each delivery gets
+local grace_ms = tonumber(ARGV[12])   -- ms until a delivery's due entry wakes it anyway
+local wake_queue = ARGV[13]           -- '' = the API wakes workers itself, if at all
+local wake_template = ARGV[14]        -- the message, #TASK# and #IDS# to fill (wakeup.py)
+local wake_batch = tonumber(ARGV[15]) -- ids per message at most
+local idem_sent = ARGV[16]            -- the idempotency key as the producer sent it, for
+                                      -- the log ('' = none)
+local backlog_max = tonumber(ARGV[17])  -- outbox records past which a new event is refused:
+                                        -- the log's database is behind, and Redis must not
+                                        -- fill with what it has not taken
+-- Returns {'created', ids, pending ids}, {'replay', event id, type, created ms, fanout} or
+-- {why}: 'mismatch', 'in_flight', 'backlog_full' (store/events.py IngestOutcome).
 
 if idem_key ~= '' then
   local rec = redis.call('HMGET', idem_key, 'hash', 'state', 'event', 'until', 'fanout')
   if rec[1] then
-    if rec[1] ~= ARGV[7] then return {'mismatch'} end
+    if rec[1] ~= idem_hash then return {'mismatch'} end
     if rec[2] == 'in_flight' and tonumber(rec[4]) > now then return {'in_flight'} end
     -- The event may have left Redis for the log by now: the record holds the answer. Its
     -- type is this request's (the same body, by the fingerprint), its time the id's.
@@ -24,20 +42,20 @@ end
 
 -- Only here, before anything is written: a replay above stores nothing, and the record
 -- and retry scripts are never refused, so delivery goes on while the log is behind.
-if redis.call('XLEN', K.outbox) >= tonumber(ARGV[17]) then return {'backlog_full'} end
+if redis.call('XLEN', K.outbox) >= backlog_max then return {'backlog_full'} end
 
-local budget, due_at = tonumber(ARGV[11]), now + tonumber(ARGV[12])
+local due_at = now + grace_ms
 local endpoints = redis.call('SUNION', K.sub_type .. etype, K.sub_all)
-local ids, pending = create_event(now, event_id, etype, body, key_id, ARGV[16], endpoints,
+local ids, pending = create_event(now, event_id, etype, body, key_id, idem_sent, endpoints,
   budget, due_at)
 redis.call('HINCRBY', K.metrics, 'events_accepted', 1)
-if ARGV[13] ~= '' then
-  push_wakeups(ARGV[13], ARGV[14], tonumber(ARGV[15]), event_id, pending)
+if wake_queue ~= '' then
+  push_wakeups(wake_queue, wake_template, wake_batch, event_id, pending)
 end
 
 if idem_key ~= '' then
-  redis.call('HSET', idem_key, 'hash', ARGV[7], 'state', ARGV[9], 'event', event_id,
-    'until', ARGV[10], 'fanout', #ids)
-  redis.call('EXPIRE', idem_key, ARGV[8])
+  redis.call('HSET', idem_key, 'hash', idem_hash, 'state', idem_state, 'event', event_id,
+    'until', idem_until, 'fanout', #ids)
+  redis.call('EXPIRE', idem_key, idem_ttl_s)
 end
 return {'created', ids, pending}

@@ -3,14 +3,21 @@
 -- one named, if it is subscribed. The new ids start with the replay's own time-ordered
 -- part, so they never meet the originals (whose ids start with the event's) and list as
 -- new; the originals and their attempt logs stay as they were.
--- ARGV: now_ms, event_id, replay part (26 characters), budget, grace_ms,
---       endpoint_id ('' = every endpoint subscribed now),
---       sender (the API key id the event must have been sent with; '' = any, for an admin)
+-- Keys (none passed as KEYS): K.event .. <msg>, K.endpoint .. <ep>, K.sub_ops,
+--   K.sub_type .. <type>, K.sub_all, K.delivery .. <dlv>, K.backlog .. <ep>, K.due,
+--   K.metrics, K.outbox
+-- ARGV (store/events.py ReplayArgs.argv gives them in this order):
+local now = tonumber(ARGV[1])
+local event_id = ARGV[2]
+local part = ARGV[3]                  -- the new ids' part after 'dlv_' (26 characters)
+local budget = tonumber(ARGV[4])      -- attempts each new delivery gets
+local grace_ms = tonumber(ARGV[5])    -- ms until a delivery's due entry wakes it anyway
+local only = ARGV[6]                  -- the one endpoint ('' = every one subscribed now)
+local sender = ARGV[7]                -- the API key id the event must have been sent with
+                                      -- ('' = any, for an admin)
 -- Returns {'ok', ids, pending ids}, or {why}: 'missing', 'no_payload', 'no_endpoint',
--- 'not_subscribed', 'endpoint_disabled'.
-local now, event_id, part = tonumber(ARGV[1]), ARGV[2], ARGV[3]
-local budget, due_at = tonumber(ARGV[4]), now + tonumber(ARGV[5])
-local only, sender = ARGV[6], ARGV[7]
+-- 'not_subscribed', 'endpoint_disabled' (store/events.py ReplayOutcome).
+local due_at = now + grace_ms
 local ekey = K.event .. event_id
 
 -- Whether a new event of this type would reach the endpoint: ours (operational) by its

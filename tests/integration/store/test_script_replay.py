@@ -1,0 +1,139 @@
+"""replay.lua through its wrapper (EventStore.replay, ReplayArgs, Replayed): every answer it
+gives, the typed reply, and what it left in Redis."""
+
+from __future__ import annotations
+
+import json
+from typing import cast
+
+import pytest
+from redis.asyncio import Redis
+
+from tests.integration.conftest import save_endpoint
+from webhook_service.ids import event_deliveries, new_id
+from webhook_service.store import keys
+from webhook_service.store.events import EventStore, Replayed, ReplayOutcome
+from webhook_service.store.scripts import Scripts
+
+pytestmark = pytest.mark.integration
+
+NOW = 1_800_000_000_000
+TYPE = "script.replay"
+GRACE_MS = 1000
+
+
+async def _event(client: Redis, key_id: str = "key_1") -> str:
+    event_id = new_id("msg", NOW)
+    accepted = await EventStore(client, Scripts(client)).accept(
+        event_id=event_id, event_type=TYPE, body="{}", key_id=key_id, now_ms=NOW, budget=3,
+        grace_ms=GRACE_MS, idempotency=None, wakeup=None, backlog_max=1_000_000,
+    )  # fmt: skip
+    return accepted.event_id
+
+
+async def _replay(
+    client: Redis, event_id: str, endpoint_id: str | None = None, sender: str | None = None
+) -> Replayed:
+    return await EventStore(client, Scripts(client)).replay(
+        event_id, endpoint_id, NOW + 50, 5, GRACE_MS, sender=sender
+    )
+
+
+async def _hash(client: Redis, key: str) -> dict[str, str]:
+    return cast(dict[str, str], await client.hgetall(key))
+
+
+async def _outbox(client: Redis) -> list[dict[str, str]]:
+    """The log outbox's entries, oldest first: their fields."""
+    entries = cast(list[tuple[str, dict[str, str]]], await client.xrange(keys.LOG_OUTBOX))
+    return [fields for _, fields in entries]
+
+
+async def test_ok_makes_new_deliveries_to_every_endpoint_subscribed_now(client: Redis) -> None:
+    scripts = Scripts(client)
+    live = await save_endpoint(scripts, TYPE, NOW - 2)
+    disabled = await save_endpoint(scripts, TYPE, NOW - 1)
+    event_id = await _event(client)
+    originals = event_deliveries(event_id, (await _hash(client, keys.event(event_id)))["dlvs"])
+    await client.hset(keys.endpoint(disabled), "disabled", "1")
+    later = await save_endpoint(scripts, TYPE, NOW + 10)  # subscribed since: reached too
+    outbox = len(await _outbox(client))
+
+    replayed = await _replay(client, event_id, sender="key_1")
+
+    assert replayed.outcome is ReplayOutcome.OK
+    assert len(replayed.delivery_ids) == 3 and not set(replayed.delivery_ids) & set(originals)
+    assert set(replayed.pending) < set(replayed.delivery_ids) and len(replayed.pending) == 2
+    statuses: dict[str, str] = {}
+    for delivery_id in replayed.delivery_ids:
+        delivery = await _hash(client, keys.delivery(delivery_id))
+        assert (delivery["event"], delivery["type"], delivery["budget"]) == (event_id, TYPE, "5")
+        statuses[delivery_id] = delivery["status"]
+        due = await client.zscore(keys.DUE, delivery_id)
+        assert due == (NOW + 50 + GRACE_MS if delivery_id in replayed.pending else None)
+    assert sorted(statuses.values()) == ["disabled", "pending", "pending"]
+    event = await _hash(client, keys.event(event_id))
+    assert event["live"] == "5"
+    assert sorted(event_deliveries(event_id, event["dlvs"])) == sorted(
+        [*originals, *replayed.delivery_ids]
+    )
+    # The disabled endpoint's one pending delivery is its original, from before it was.
+    assert [await client.get(keys.backlog(ep)) for ep in (live, disabled, later)] == [
+        "2", "1", "1",
+    ]  # fmt: skip
+    (record,) = (await _outbox(client))[outbox:]
+    logged = json.loads(record[keys.OutboxField.REPLAY])
+    assert (logged["ev"], logged["type"], logged["t"]) == (event_id, TYPE, NOW + 50)
+    assert {row[1]: row[2] for row in logged["dlv"]} == {
+        live: "pending", disabled: "disabled", later: "pending",
+    }  # fmt: skip
+
+
+async def test_ok_to_one_endpoint(client: Redis) -> None:
+    scripts = Scripts(client)
+    await save_endpoint(scripts, TYPE, NOW - 2)
+    only = await save_endpoint(scripts, TYPE, NOW - 1)
+    event_id = await _event(client)
+
+    replayed = await _replay(client, event_id, only)
+
+    assert replayed.outcome is ReplayOutcome.OK
+    assert replayed.pending == replayed.delivery_ids and len(replayed.delivery_ids) == 1
+    record = await client.hgetall(keys.delivery(replayed.delivery_ids[0]))
+    assert record["status"] == "pending"
+    assert await client.get(keys.backlog(only)) == "2"
+
+
+async def test_ok_with_no_endpoint_subscribed_makes_nothing(client: Redis) -> None:
+    event_id = await _event(client)
+    outbox = await client.xlen(keys.LOG_OUTBOX)
+
+    assert await _replay(client, event_id) == Replayed(ReplayOutcome.OK)
+    assert await client.xlen(keys.LOG_OUTBOX) == outbox
+
+
+async def _refused(client: Redis, replayed: Replayed, outcome: ReplayOutcome, size: int) -> None:
+    assert replayed == Replayed(outcome)
+    assert await client.dbsize() == size
+
+
+async def test_missing_no_payload_and_endpoint_refusals_write_nothing(client: Redis) -> None:
+    scripts = Scripts(client)
+    subscribed = await save_endpoint(scripts, TYPE, NOW - 2)
+    other_type = await save_endpoint(scripts, "script.other", NOW - 1)
+    event_id = await _event(client)
+    size = await client.dbsize()
+
+    await _refused(client, await _replay(client, new_id("msg", NOW)), ReplayOutcome.MISSING, size)
+    # Another key's event is as good as none.
+    other_key = await _replay(client, event_id, sender="key_2")
+    await _refused(client, other_key, ReplayOutcome.MISSING, size)
+    no_endpoint = await _replay(client, event_id, new_id("ep", NOW))
+    await _refused(client, no_endpoint, ReplayOutcome.NO_ENDPOINT, size)
+    not_subscribed = await _replay(client, event_id, other_type)
+    await _refused(client, not_subscribed, ReplayOutcome.NOT_SUBSCRIBED, size)
+    await client.hset(keys.endpoint(subscribed), "disabled", "1")
+    disabled = await _replay(client, event_id, subscribed)
+    await _refused(client, disabled, ReplayOutcome.ENDPOINT_DISABLED, size)
+    await client.hdel(keys.event(event_id), "body")
+    await _refused(client, await _replay(client, event_id), ReplayOutcome.NO_PAYLOAD, size)
