@@ -14,7 +14,13 @@ from tests.support.logged import local_log
 from webhook_service.embedded import EmbeddedValkey
 from webhook_service.ids import new_id
 from webhook_service.store import keys
-from webhook_service.store.deliveries import Attempt, DeliveryStore, HealthPolicy, Outcome
+from webhook_service.store.deliveries import (
+    Attempt,
+    AttemptOutcome,
+    DeliveryStore,
+    HealthPolicy,
+    RetryOutcome,
+)
 from webhook_service.store.events import EventStore
 from webhook_service.store.scripts import Scripts
 
@@ -22,6 +28,7 @@ pytestmark = pytest.mark.integration
 
 NOW = 1_800_000_000_000
 HEALTH = HealthPolicy(disable_after_ms=3_600_000, ops_budget=3)
+OK, FAIL = AttemptOutcome.OK, AttemptOutcome.FAIL
 TYPE = "log.made"
 
 
@@ -36,15 +43,15 @@ async def _delivery(client: Redis, scripts: Scripts, budget: int = 3) -> str:
 
 
 async def _attempt(
-    store: DeliveryStore, delivery_id: str, number: int, outcome: Outcome, body: str, at: int
+    store: DeliveryStore, delivery_id: str, number: int, outcome: AttemptOutcome, body: str, at: int
 ) -> str:
     lease = await store.lease([delivery_id], "tok", at, 30_000, 10)
     assert [job.attempt for job in lease.jobs] == [number], lease.skipped
-    code = 200 if outcome == "ok" else None
+    code = 200 if outcome is AttemptOutcome.OK else None
     attempt = Attempt(number, at, 12, code, None if code else "timeout", body)
     recorded = await store.record(
         delivery_id=delivery_id, token="tok", now_ms=at, attempt=attempt, outcome=outcome,
-        delay_ms=None if outcome == "ok" else 0, health=HEALTH,
+        delay_ms=None if outcome is AttemptOutcome.OK else 0, health=HEALTH,
     )  # fmt: skip
     return recorded.status
 
@@ -58,14 +65,14 @@ async def test_attempts_go_to_the_log_and_what_they_make_dead_leaves_the_hash(
     key = keys.delivery(delivery_id)
     long_body = "x" * 4096
     async with local_log(tmp_path, valkey.url) as log:
-        assert await _attempt(store, delivery_id, 1, "fail", "", NOW + 1) == "pending"
+        assert await _attempt(store, delivery_id, 1, FAIL, "", NOW + 1) == "pending"
         raw = await client.hgetall(key)
         # Still pending: its next time and budget stay; the lease and the empty code go.
         assert {"next_at", "budget", "error"} <= set(raw)
         assert not {"lease", "lease_until", "code"} & set(raw)
 
-        assert await _attempt(store, delivery_id, 2, "fail", long_body, NOW + 2) == "pending"
-        assert await _attempt(store, delivery_id, 3, "ok", "fine", NOW + 3) == "succeeded"
+        assert await _attempt(store, delivery_id, 2, FAIL, long_body, NOW + 2) == "pending"
+        assert await _attempt(store, delivery_id, 3, OK, "fine", NOW + 3) == "succeeded"
         raw = await client.hgetall(key)
         assert not {"lease", "lease_until", "error", "next_at", "budget"} & set(raw)
         assert raw["code"] == "200"
@@ -84,12 +91,12 @@ async def test_attempts_go_to_the_log_and_what_they_make_dead_leaves_the_hash(
         ]  # fmt: skip
 
         # A retry brings the next time and the budget back, and the next attempt is the 4th.
-        assert await store.retry([delivery_id], NOW + 4, 0) == ["ok"]
+        assert (await store.retry([delivery_id], NOW + 4, 0)).outcomes == [RetryOutcome.OK]
         raw = await client.hgetall(key)
         assert (raw["next_at"], raw["budget"], raw["status"]) == (str(NOW + 4), "4", "pending")
         (record,) = await store.get_many([delivery_id])
         assert record.next_at_ms == NOW + 4
-        assert await _attempt(store, delivery_id, 4, "ok", "", NOW + 5) == "succeeded"
+        assert await _attempt(store, delivery_id, 4, OK, "", NOW + 5) == "succeeded"
         log.ship()
         (record,) = await store.get_many([delivery_id])
         assert [a.number for a in await log.reader.attempt_log(record)] == [1, 2, 3, 4]

@@ -39,6 +39,7 @@ from webhook_service.history.database import sync_engine
 from webhook_service.history.shipper import Shipper
 from webhook_service.store import keys
 from webhook_service.store.connect import RedisTimeouts, sync_client
+from webhook_service.store.deliveries import LeaseSkip, RecordOutcome
 from webhook_service.store.due import claim_due, count_due
 from webhook_service.store.scripts import Scripts
 from webhook_service.timeutil import now_ms
@@ -53,11 +54,16 @@ _IGNORED_BODY_BYTES = 1024
 _SHIP_BATCHES = 10
 
 # Engine result statuses, as the summary counts them. Anything else (already done, leased
-# by a worker, not due yet) was not this tick's to count.
-_FINISHED_UNDELIVERED = frozenset({"failed", "disabled"})
+# by a worker, not due yet) was not this tick's to count. Failed or disabled by its attempt,
+# or by the lease that found its endpoint or payload gone, or its endpoint disabled.
+_FINISHED_UNDELIVERED: frozenset[str] = frozenset(
+    {RecordOutcome.FAILED, RecordOutcome.DISABLED, LeaseSkip.FAILED, LeaseSkip.DISABLED}
+)
 # Tried and failed with tries left, held back by the endpoint's concurrency or rate limit, or
 # sent while the store refused its record (sent again once its lease has run out).
-_LATER = frozenset({"pending", "busy", "throttled", UNRECORDED})
+_LATER: frozenset[str] = frozenset(
+    {RecordOutcome.PENDING, LeaseSkip.BUSY, LeaseSkip.THROTTLED, UNRECORDED}
+)
 
 routes = web.RouteTableDef()
 
@@ -73,7 +79,7 @@ class TickSummary:
     def of(cls, results: Iterable[Result], remaining: int) -> TickSummary:
         counts = Counter(result.status for result in results)
         return cls(
-            delivered=counts["succeeded"],
+            delivered=counts[RecordOutcome.SUCCEEDED],
             failed=sum(counts[s] for s in _FINISHED_UNDELIVERED),
             rescheduled=sum(counts[s] for s in _LATER),
             remaining=remaining,

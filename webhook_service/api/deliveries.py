@@ -12,7 +12,7 @@ from webhook_service.api.models import attempt_json, delivery_json
 from webhook_service.api.pagination import page_params, query_problem
 from webhook_service.api.problems import ProblemError
 from webhook_service.history.filters import DeliveryFilter
-from webhook_service.store.deliveries import STATUS_CLASSES
+from webhook_service.store.deliveries import STATUS_CLASSES, RetryOutcome
 from webhook_service.store.states import STATUSES
 from webhook_service.timeutil import now_ms, parse_instant
 
@@ -103,9 +103,9 @@ async def retry_delivery(request: web.Request) -> web.Response:
     [outcome] = await svc.reviver.retry(
         svc.deliveries, [delivery_id], now_ms(), int(svc.settings.wakeup_grace * 1000)
     )
-    if outcome == "missing":
+    if outcome is RetryOutcome.MISSING:
         raise ProblemError(404, "No delivery has this id.")
-    if outcome == "pending":
+    if outcome is RetryOutcome.PENDING:
         raise ProblemError(409, "This delivery is already pending; it will be attempted.")
     await svc.waker.wake([delivery_id], retry=True)
     record = await svc.history.get_delivery(delivery_id)

@@ -25,7 +25,7 @@ from webhook_service.history.filters import DeliveryFilter
 from webhook_service.history.reader import HistoryReader, LogUnavailable
 from webhook_service.history.revive import Reviver
 from webhook_service.log_window import LineWindow
-from webhook_service.store.deliveries import DeliveryStore
+from webhook_service.store.deliveries import DeliveryStore, RetryOutcome
 from webhook_service.store.jobs import JobRecord, JobStore
 from webhook_service.store.refusals import refused
 from webhook_service.timeutil import now_ms, parse_iso
@@ -102,7 +102,9 @@ class JobRunner:
         wanted = [d.id for d in page.items if d.status in job.statuses]
         at = now_ms()
         outcomes = await self._reviver.retry(self._deliveries, wanted, at, self._grace_ms)
-        retried = [i for i, outcome in zip(wanted, outcomes, strict=True) if outcome == "ok"]
+        retried = [
+            i for i, outcome in zip(wanted, outcomes, strict=True) if outcome is RetryOutcome.OK
+        ]
         after = await self._jobs.save(
             job, at, matched=len(wanted), retried=len(retried), cursor=page.next_cursor
         )

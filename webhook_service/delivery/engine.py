@@ -38,12 +38,12 @@ from webhook_service.log_window import LineWindow
 from webhook_service.redaction import Redactor
 from webhook_service.store.deliveries import (
     Attempt,
+    AttemptOutcome,
     DeliveryStore,
     HealthPolicy,
     Job,
     LeaseResult,
     NextLease,
-    Outcome,
     Recorded,
 )
 from webhook_service.store.endpoints import decode_headers, open_headers, open_secrets
@@ -90,7 +90,8 @@ class _Credentials:
 @dataclass(frozen=True)
 class Result:
     delivery_id: str
-    # The delivery's status after this attempt, why it was skipped, or UNRECORDED.
+    # The delivery's status after this attempt (RecordOutcome), why it was skipped
+    # (LeaseSkip), or UNRECORDED.
     status: str
     attempt: int = 0
 
@@ -238,13 +239,13 @@ class DeliveryEngine:
     ) -> tuple[Recorded, int] | None:
         """The attempt's record and when it was made, or None if the store never took it.
         ``sent`` and ``answered``: the request's and the answer's headers as recorded."""
-        outcome: Outcome = "fail"
+        outcome = AttemptOutcome.FAIL
         if response.status is not None and 200 <= response.status < 300:
-            outcome = "ok"
+            outcome = AttemptOutcome.OK
         elif response.status == 410:
-            outcome = "gone"
+            outcome = AttemptOutcome.GONE
         delay_ms: int | None = None
-        if outcome == "fail":
+        if outcome is AttemptOutcome.FAIL:
             retry_after = parse_retry_after(response.headers.get("Retry-After"), started / 1000)
             delay = self._policy.delay_after(
                 job.attempt,
@@ -289,7 +290,7 @@ class DeliveryEngine:
         token: str,
         until_ms: int,
         attempt: Attempt,
-        outcome: Outcome,
+        outcome: AttemptOutcome,
         delay_ms: int | None,
         next_lease: NextLease | None,
     ) -> tuple[Recorded, int] | None:
@@ -297,7 +298,7 @@ class DeliveryEngine:
         holds; None if it never took it.
 
         Trying again is safe: the record script acts only for the lease's token and ends
-        the lease, so a try that ran before its reply was lost makes the next one 'stale',
+        the lease, so a try that ran before its reply was lost makes the next one STALE,
         never a second record. Past the lease another sender may hold the delivery, so this
         one stops: the delivery comes back through its due entry at the lease's end and is
         sent again (a duplicate, with the same webhook-id), and this attempt goes unrecorded.

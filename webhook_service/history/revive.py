@@ -11,8 +11,8 @@ import sqlalchemy as sa
 
 from webhook_service.history import tables
 from webhook_service.history.reader import HistoryReader
-from webhook_service.store.deliveries import DeliveryStore
-from webhook_service.store.revive import DeliveryRow, EventRow, Revival, revive
+from webhook_service.store.deliveries import DeliveryStore, RetryOutcome
+from webhook_service.store.revive import DeliveryRow, EventRow, Revival, Revived, revive
 from webhook_service.store.scripts import Scripts
 
 _d, _e = tables.deliveries, tables.events
@@ -34,12 +34,14 @@ class Reviver:
 
     async def retry(
         self, store: DeliveryStore, delivery_ids: Sequence[str], now_ms: int, grace_ms: int
-    ) -> list[str]:
+    ) -> list[RetryOutcome]:
         """``DeliveryStore.retry``, for finished deliveries whether Redis still holds them
-        or only the log does. Per id: 'ok', 'pending' (on its way already) or 'missing'."""
-        outcomes = await store.retry(delivery_ids, now_ms, grace_ms)
+        or only the log does: per id, in order, MISSING only when the log lacks it too."""
+        outcomes = (await store.retry(delivery_ids, now_ms, grace_ms)).outcomes
         gone = [
-            d for d, outcome in zip(delivery_ids, outcomes, strict=True) if outcome == "missing"
+            d
+            for d, outcome in zip(delivery_ids, outcomes, strict=True)
+            if outcome is RetryOutcome.MISSING
         ]
         if not gone:
             return outcomes
@@ -60,7 +62,7 @@ class Reviver:
         )
         # Revived, or brought back by a retry racing this one: pending either way.
         again = {
-            row.id: ("ok" if r == "ok" else "pending")
+            row.id: (RetryOutcome.OK if r is Revived.OK else RetryOutcome.PENDING)
             for row, r in zip(deliveries, revived, strict=True)
         }
         return [again.get(d, outcome) for d, outcome in zip(delivery_ids, outcomes, strict=True)]

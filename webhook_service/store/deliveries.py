@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from enum import StrEnum
+from typing import Any, cast
 
 import orjson
 from redis.asyncio import Redis
@@ -30,8 +31,44 @@ class Job:
     sealed_headers: str  # the endpoint's own extra headers, as stored (values sealed)
 
 
-# What an attempt says about the receiver: it took it, it did not (yet), or it is gone (410).
-Outcome = Literal["ok", "fail", "gone"]
+class AttemptOutcome(StrEnum):
+    """What an attempt says about the receiver (record.lua's outcome argument)."""
+
+    OK = "ok"  # it took it (2xx)
+    FAIL = "fail"  # it did not, yet: tried again while tries are left
+    GONE = "gone"  # 410 Gone: it asks us to stop, which disables the endpoint
+
+
+class LeaseSkip(StrEnum):
+    """Why common.lua lease_one did not lease a delivery."""
+
+    GONE = "gone"  # no such delivery: its due entry is dropped
+    DONE = "done"  # finished already
+    LEASED = "leased"  # another lease holds it
+    EARLY = "early"  # a stale wake-up for a retry not due yet: its due entry wakes it
+    FAILED = "failed"  # its endpoint or its payload is gone: failed unsent
+    DISABLED = "disabled"  # its endpoint is disabled: so is it now
+    BUSY = "busy"  # its endpoint holds max_in_flight leases: parked for a slot
+    THROTTLED = "throttled"  # its endpoint's rate limit: due again once it allows
+
+
+class RecordOutcome(StrEnum):
+    """record.lua's answer: the delivery's status after the attempt (states.Status), or
+    STALE, when the lease was no longer ours and nothing was recorded."""
+
+    PENDING = "pending"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    DISABLED = "disabled"
+    STALE = "stale"
+
+
+class RetryOutcome(StrEnum):
+    """retry.lua's answer for one delivery."""
+
+    OK = "ok"  # pending again, due now
+    PENDING = "pending"  # on its way already: left alone
+    MISSING = "missing"  # Redis holds no such delivery
 
 
 @dataclass(frozen=True)
@@ -41,22 +78,38 @@ class HealthPolicy:
 
 
 @dataclass(frozen=True)
+class LeaseArgs:
+    """lease.lua's arguments, in the order its head names them."""
+
+    # May hold one '+<task id>' (common.lua push_wakeups): the ids that joined that wake-up.
+    delivery_ids: Sequence[str]
+    token: str
+    now_ms: int
+    lease_ms: int
+    max_in_flight: int  # the most leases held per endpoint
+
+    def argv(self) -> list[str | int | float]:
+        return [self.now_ms, self.token, self.lease_ms, self.max_in_flight, *self.delivery_ids]
+
+
+@dataclass(frozen=True)
 class LeaseResult:
     jobs: list[Job]
-    skipped: dict[str, str]  # delivery id -> why it was not leased
+    skipped: dict[str, LeaseSkip]  # delivery id -> why it was not leased
 
     @classmethod
-    def from_rows(cls, rows: Sequence[list[str]]) -> LeaseResult:
-        """lease.lua's answer, one row per delivery: {id, 'go', ...the job} or {id, why}."""
+    def parse(cls, rows: Sequence[list[str]]) -> LeaseResult:
+        """lease.lua's answer, one common.lua lease_one row per delivery: {id, 'go', ...the
+        job} or {id, why}."""
         jobs: list[Job] = []
-        skipped: dict[str, str] = {}
+        skipped: dict[str, LeaseSkip] = {}
         for row in rows:
             if row[1] == "go":
                 jobs.append(
                     Job(row[0], int(row[2]) + 1, row[3], row[4], row[5], row[6], row[7], row[8])
                 )
             else:
-                skipped[row[0]] = row[1]
+                skipped[row[0]] = LeaseSkip(row[1])
         return cls(jobs, skipped)
 
 
@@ -78,7 +131,7 @@ class RecordArgs:
     token: str
     now_ms: int
     attempt: Attempt
-    outcome: Outcome
+    outcome: AttemptOutcome
     delay_ms: int | None  # None: no more tries
     health: HealthPolicy
     next_lease: NextLease | None = None
@@ -100,18 +153,41 @@ class RecordArgs:
 
 @dataclass(frozen=True)
 class Recorded:
-    status: Status | Literal["stale"]  # 'stale': the lease was no longer ours
-    attempts: int
+    status: RecordOutcome
+    attempts: int  # 0 when STALE
     # The parked delivery record leased (NextLease), or why it could not: send it next.
     next: LeaseResult | None = None
 
     @classmethod
     def parse(cls, reply: list[Any]) -> Recorded:
         """record.lua's reply: {'stale'} or {status, attempts[, the parked one's lease row]}."""
-        if reply[0] == "stale":
-            return cls("stale", 0)
-        following = LeaseResult.from_rows(reply[2:]) if len(reply) > 2 else None
-        return cls(reply[0], int(reply[1]), following)
+        status = RecordOutcome(reply[0])
+        if status is RecordOutcome.STALE:
+            return cls(status, 0)
+        following = LeaseResult.parse(reply[2:]) if len(reply) > 2 else None
+        return cls(status, int(reply[1]), following)
+
+
+@dataclass(frozen=True)
+class RetryArgs:
+    """retry.lua's arguments, in the order its head names them."""
+
+    delivery_ids: Sequence[str]
+    now_ms: int  # the retried deliveries' next_at
+    grace_ms: int  # their due entry comes this much later: the API wakes them at once
+
+    def argv(self) -> list[str | int | float]:
+        return [self.now_ms, self.grace_ms, *self.delivery_ids]
+
+
+@dataclass(frozen=True)
+class Retried:
+    outcomes: list[RetryOutcome]  # one per id, in the order given
+
+    @classmethod
+    def parse(cls, reply: list[str]) -> Retried:
+        """retry.lua's reply: one outcome per id."""
+        return cls([RetryOutcome(r) for r in reply])
 
 
 # The class of an attempt's answer, as common.lua status_class makes it: a delivery's last
@@ -216,8 +292,8 @@ class DeliveryStore:
         self, ids: Sequence[str], token: str, now_ms: int, lease_ms: int, max_in_flight: int
     ) -> LeaseResult:
         """Lease what may be sent now; ``max_in_flight`` caps the leases held per endpoint."""
-        reply = await self._scripts.run("lease", [now_ms, token, lease_ms, max_in_flight, *ids])
-        return LeaseResult.from_rows(reply)
+        args = LeaseArgs(ids, token, now_ms, lease_ms, max_in_flight)
+        return LeaseResult.parse(await self._scripts.run("lease", args.argv()))
 
     async def record(
         self,
@@ -226,23 +302,23 @@ class DeliveryStore:
         token: str,
         now_ms: int,
         attempt: Attempt,
-        outcome: Outcome,
+        outcome: AttemptOutcome,
         delay_ms: int | None,
         health: HealthPolicy,
         next_lease: NextLease | None = None,
     ) -> Recorded:
-        """The delivery's new status (or 'stale': the lease was lost) and what comes next."""
+        """The delivery's new status (or STALE: the lease was lost) and what comes next."""
         args = RecordArgs(
             delivery_id, token, now_ms, attempt, outcome, delay_ms, health, next_lease
         )
         return Recorded.parse(await self._scripts.run("record", args.argv()))
 
-    async def retry(self, delivery_ids: Sequence[str], now_ms: int, grace_ms: int) -> list[str]:
-        """Per id: 'ok', 'pending' (already on its way) or 'missing'."""
+    async def retry(self, delivery_ids: Sequence[str], now_ms: int, grace_ms: int) -> Retried:
+        """One more attempt, now, for each finished delivery named."""
         if not delivery_ids:
-            return []
-        result: list[str] = await self._scripts.run("retry", [now_ms, grace_ms, *delivery_ids])
-        return result
+            return Retried([])
+        args = RetryArgs(delivery_ids, now_ms, grace_ms)
+        return Retried.parse(await self._scripts.run("retry", args.argv()))
 
     async def get(self, delivery_id: str) -> DeliveryRecord | None:
         return next(iter(await self._read([delivery_id], None)), None)

@@ -26,10 +26,10 @@ from webhook_service.ids import new_id
 from webhook_service.store import keys
 from webhook_service.store.deliveries import (
     Attempt,
+    AttemptOutcome,
     DeliveryRecord,
     DeliveryStore,
     HealthPolicy,
-    Outcome,
 )
 from webhook_service.store.events import EventStore
 from webhook_service.store.scripts import Scripts
@@ -38,6 +38,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.both_logs]
 
 NOW = 1_800_000_000_000
 HEALTH = HealthPolicy(disable_after_ms=3_600_000, ops_budget=3)
+OK, FAIL = AttemptOutcome.OK, AttemptOutcome.FAIL
 ONE, TWO = "reader.one", "reader.two"
 SENT = {"webhook-id": "msg_x", "content-type": "application/json"}
 ANSWERED = {"content-type": "text/plain", "x-seen": "1"}
@@ -76,24 +77,24 @@ async def _accept(events: EventStore, event_type: str, at: int, key_id: str = "k
 
 
 async def _attempt(
-    store: DeliveryStore, delivery_id: str, at: int, code: int | None, outcome: Outcome
+    store: DeliveryStore, delivery_id: str, at: int, code: int | None, outcome: AttemptOutcome
 ) -> str:
     lease = await store.lease([delivery_id], "tok", at, 30_000, 10)
     (job,) = lease.jobs
     attempt = Attempt(job.attempt, at, 5, code, None if code else "timeout", "body", SENT, ANSWERED)
     recorded = await store.record(
         delivery_id=delivery_id, token="tok", now_ms=at, attempt=attempt, outcome=outcome,
-        delay_ms=None if outcome == "ok" else 0, health=HEALTH,
+        delay_ms=None if outcome is AttemptOutcome.OK else 0, health=HEALTH,
     )  # fmt: skip
     return str(recorded.status)
 
 
 # What happens to each delivery, by its place (mod 5): each status, class and count occurs.
-_FATES: list[list[tuple[int | None, Outcome]]] = [
-    [(200, "ok")],  # succeeded at once: 2xx, 1 attempt
-    [(503, "fail"), (200, "ok")],  # succeeded the second time
-    [(503, "fail")] * 3,  # failed: its budget of 3 spent on 5xx
-    [(None, "fail")],  # pending after a timeout
+_FATES: list[list[tuple[int | None, AttemptOutcome]]] = [
+    [(200, OK)],  # succeeded at once: 2xx, 1 attempt
+    [(503, FAIL), (200, OK)],  # succeeded the second time
+    [(503, FAIL)] * 3,  # failed: its budget of 3 spent on 5xx
+    [(None, FAIL)],  # pending after a timeout
     [],  # pending, never attempted
 ]
 
@@ -243,7 +244,7 @@ async def test_a_pending_delivery_shows_its_latest_state(log: LocalLog, client: 
     before = await history.store.get_many(await history.delivery_ids())
     waiting = next(r for r in before if r.status == "pending" and r.attempts == 0)
     # It succeeds in Redis; the shipper has not run since.
-    assert await _attempt(history.store, waiting.id, NOW + 5000, 200, "ok") == "succeeded"
+    assert await _attempt(history.store, waiting.id, NOW + 5000, 200, OK) == "succeeded"
     mine = DeliveryFilter(endpoint_id=waiting.endpoint_id)
     shown = {r.id: r for r in await _walk(log.reader, mine, 50)}[waiting.id]
     assert (shown.status, shown.attempts, shown.last_code) == ("succeeded", 1, 200)
@@ -280,8 +281,8 @@ async def test_a_read_by_id_needs_no_shipper_and_outlives_redis(
         assert (delivery.endpoint_id, delivery.status) == (endpoint, "pending")
         assert await log.reader.attempt_log(delivery) == []
 
-        assert await _attempt(history.store, delivery.id, NOW + 1, 500, "fail") == "pending"
-        assert await _attempt(history.store, delivery.id, NOW + 2, 200, "ok") == "succeeded"
+        assert await _attempt(history.store, delivery.id, NOW + 1, 500, FAIL) == "pending"
+        assert await _attempt(history.store, delivery.id, NOW + 2, 200, OK) == "succeeded"
         (done,) = await history.store.get_many([delivery.id])
         log.ship()
         assert await history.store.get_many([delivery.id]) == []  # let go: the log alone has it
@@ -360,7 +361,7 @@ async def test_a_log_that_cannot_be_read_is_one_exception_and_redis_still_answer
         ):
             with pytest.raises(LogUnavailable):
                 await read
-        assert await _attempt(history.store, delivery.id, NOW + 1, 500, "fail") == "pending"
+        assert await _attempt(history.store, delivery.id, NOW + 1, 500, FAIL) == "pending"
         (tried,) = await reader.deliveries([delivery.id])
         with pytest.raises(LogUnavailable):
             await reader.attempt_log(tried)

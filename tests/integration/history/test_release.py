@@ -18,7 +18,7 @@ from webhook_service.history import tables
 from webhook_service.history.shipper import Shipper
 from webhook_service.ids import new_id
 from webhook_service.store import keys
-from webhook_service.store.deliveries import DeliveryStore
+from webhook_service.store.deliveries import DeliveryStore, RetryOutcome
 from webhook_service.store.events import EventStore, IdempotencyClaim
 from webhook_service.store.scripts import Scripts
 from webhook_service.timeutil import now_ms
@@ -116,7 +116,7 @@ async def test_a_delivery_retried_before_its_release_stays(
     shipper = _shipper(sync_redis, log_engine, 0.3)
     shipper.ship_once()
     store = DeliveryStore(client, Scripts(client))
-    assert await store.retry([delivery_id], now_ms(), 1000) == ["ok"]
+    assert (await store.retry([delivery_id], now_ms(), 1000)).outcomes == [RetryOutcome.OK]
     time.sleep(0.4)
     shipper.ship_once()
     assert await client.hget(keys.delivery(delivery_id), "status") == "pending"

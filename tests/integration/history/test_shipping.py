@@ -18,7 +18,7 @@ from webhook_service.history import records, tables, writer
 from webhook_service.history.shipper import Shipper
 from webhook_service.ids import new_id
 from webhook_service.store import keys
-from webhook_service.store.deliveries import Attempt, DeliveryStore, HealthPolicy
+from webhook_service.store.deliveries import Attempt, AttemptOutcome, DeliveryStore, HealthPolicy
 from webhook_service.store.events import EventStore, IdempotencyClaim
 from webhook_service.store.scripts import Scripts
 
@@ -55,7 +55,8 @@ async def _one_delivery_with_two_attempts(client: Redis) -> tuple[str, str]:
         )  # fmt: skip
         await store.record(
             delivery_id=delivery_id, token="tok", now_ms=at, attempt=attempt,
-            outcome="ok" if code == 200 else "fail", delay_ms=0, health=HEALTH,
+            outcome=AttemptOutcome.OK if code == 200 else AttemptOutcome.FAIL, delay_ms=0,
+            health=HEALTH,
         )  # fmt: skip
     return event_id, delivery_id
 

@@ -36,11 +36,14 @@ from webhook_service.ids import delivery_id, new_id
 from webhook_service.redaction import MASK
 from webhook_service.store.deliveries import (
     Attempt,
+    AttemptOutcome,
     DeliveryStore,
     HealthPolicy,
     Job,
     LeaseResult,
+    LeaseSkip,
     Recorded,
+    RecordOutcome,
 )
 from webhook_service.store.endpoints import (
     SealedSecret,
@@ -48,7 +51,6 @@ from webhook_service.store.endpoints import (
     encode_secrets,
     seal_headers,
 )
-from webhook_service.store.states import Status
 
 NOW_MS = time.time_ns() // 1_000_000
 ENDPOINT_ID = new_id("ep", NOW_MS - 60_000)
@@ -64,7 +66,7 @@ class FakeStore:
     """Duck-types DeliveryStore.lease / record and remembers every call."""
 
     jobs: list[Job]
-    skipped: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, LeaseSkip] = field(default_factory=dict)
     leases: list[tuple[list[str], str, int, int, int]] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
     parked: list[Job] = field(default_factory=list)  # leased by a record that asks, one each
@@ -81,12 +83,13 @@ class FakeStore:
         following = None
         if kwargs.get("next_lease") is not None and self.parked:
             following = LeaseResult([self.parked.pop(0)], {})
-        if kwargs["outcome"] == "ok":
-            return Recorded("succeeded", number, following)
-        if kwargs["outcome"] == "gone":
-            return Recorded("disabled", number, following)
-        status: Status = "pending" if kwargs["delay_ms"] is not None else "failed"
-        return Recorded(status, number, following)
+        if kwargs["outcome"] is AttemptOutcome.OK:
+            return Recorded(RecordOutcome.SUCCEEDED, number, following)
+        if kwargs["outcome"] is AttemptOutcome.GONE:
+            return Recorded(RecordOutcome.DISABLED, number, following)
+        if kwargs["delay_ms"] is None:
+            return Recorded(RecordOutcome.FAILED, number, following)
+        return Recorded(RecordOutcome.PENDING, number, following)
 
     def as_store(self) -> DeliveryStore:
         # A cast: the engine takes the concrete DeliveryStore (no Protocol), and calls only
@@ -273,7 +276,7 @@ async def test_2xx_records_success_with_no_delay(box: SecretBox, status: int) ->
 
     assert outcomes == [Result(DELIVERY_ID, "succeeded", 2)]
     [record] = store.records
-    assert record["outcome"] == "ok"
+    assert record["outcome"] is AttemptOutcome.OK
     assert record["delay_ms"] is None
     assert record["delivery_id"] == DELIVERY_ID
     assert record["now_ms"] == NOW_MS
@@ -299,7 +302,7 @@ async def test_failure_records_the_policy_delay(
 
     assert outcomes == [Result(DELIVERY_ID, "pending", 1)]
     [record] = store.records
-    assert record["outcome"] == "fail"
+    assert record["outcome"] is AttemptOutcome.FAIL
     assert record["delay_ms"] == scheduled_ms
     assert record["attempt"].status_code == status
     # Undecodable bytes are replaced, not fatal.
@@ -318,7 +321,7 @@ async def test_the_spent_schedule_records_no_delay(box: SecretBox) -> None:
     # Three entries, and this is attempt 3: nothing is left.
     store = FakeStore([make_job(seal(box, (generate_secret(), None)), attempt=3)])
     outcomes = await make_engine(store, box, Receiver(OutboundResponse(500))).run([DELIVERY_ID])
-    assert store.records[0]["outcome"] == "fail"
+    assert store.records[0]["outcome"] is AttemptOutcome.FAIL
     assert store.records[0]["delay_ms"] is None
     assert outcomes == [Result(DELIVERY_ID, "failed", 3)]
 
@@ -329,7 +332,7 @@ async def test_transport_errors_are_recorded_with_their_class(box: SecretBox) ->
     receiver = Receiver(OutboundResponse(None, error="timeout", duration_ms=15_000))
     await make_engine(store, box, receiver, policy).run([DELIVERY_ID])
     [record] = store.records
-    assert record["outcome"] == "fail"
+    assert record["outcome"] is AttemptOutcome.FAIL
     assert record["attempt"].error == "timeout"
     assert record["attempt"].status_code is None
     assert record["attempt"].duration_ms == 15_000
@@ -349,20 +352,20 @@ async def test_a_garbled_retry_after_is_still_recorded(box: SecretBox) -> None:
     receiver = Receiver(OutboundResponse(503, headers={"Retry-After": "\u00b2"}))
     await make_engine(store, box, receiver).run([DELIVERY_ID])
     [record] = store.records
-    assert record["outcome"] == "fail"
+    assert record["outcome"] is AttemptOutcome.FAIL
     assert record["delay_ms"] == 10_000  # the header is ignored, the schedule stands
 
 
 async def test_skipped_deliveries_are_reported_and_not_sent(box: SecretBox) -> None:
     store = FakeStore(
         [make_job(seal(box, (generate_secret(), None)))],
-        skipped={"dlv_gone": "gone", "dlv_done": "done"},
+        skipped={"dlv_gone": LeaseSkip.GONE, "dlv_done": LeaseSkip.DONE},
     )
     receiver = Receiver()
     outcomes = await make_engine(store, box, receiver).run([DELIVERY_ID, "dlv_gone", "dlv_done"])
     assert set(outcomes) == {
-        Result("dlv_gone", "gone"),
-        Result("dlv_done", "done"),
+        Result("dlv_gone", LeaseSkip.GONE),
+        Result("dlv_done", LeaseSkip.DONE),
         Result(DELIVERY_ID, "succeeded", 1),
     }
     assert len(receiver.requests) == 1
@@ -560,7 +563,7 @@ async def test_410_says_the_endpoint_is_gone_and_asks_no_retry(box: SecretBox) -
     store = FakeStore([make_job(seal(box, (generate_secret(), None)), attempt=1)])
     outcomes = await make_engine(store, box, Receiver(OutboundResponse(410))).run([DELIVERY_ID])
     [record] = store.records
-    assert record["outcome"] == "gone"
+    assert record["outcome"] is AttemptOutcome.GONE
     assert record["delay_ms"] is None
     assert record["health"] == HEALTH
     assert outcomes == [Result(DELIVERY_ID, "disabled", 1)]
@@ -603,7 +606,7 @@ async def test_start_returns_once_leased_and_drain_waits_for_the_sends(box: Secr
     assert await engine.drain(0.05) == 1
     held.release.set()
     assert await engine.drain(5) == 0
-    assert [r["outcome"] for r in store.records] == ["ok"]
+    assert [r["outcome"] for r in store.records] == [AttemptOutcome.OK]
 
 
 async def test_start_waits_for_room_below_the_process_cap(box: SecretBox) -> None:

@@ -4,10 +4,17 @@
 -- so that a worker dying mid-send is re-woken by the scheduler, never forgotten.
 -- Per-endpoint limits live here, so they hold across every worker: at most `max_in_flight`
 -- leases per endpoint (the rest park until a slot frees) and the endpoint's rate_limit.
--- ARGV: now_ms, token, lease_ms, max_in_flight, delivery ids... (a '+task' among them names
--- the ids that joined that wake-up while it waited, common.lua push_wakeups: leased too)
-local now, token, lease_ms = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
-local max_in_flight = tonumber(ARGV[4])
+-- Keys (none passed as KEYS): K.delivery .. <dlv>, K.due, K.endpoint_seqs,
+--   K.endpoint .. <ep>, K.event .. <msg>, K.inflight .. <ep>, K.parked .. <ep>,
+--   K.rate .. <ep>, K.backlog .. <ep>, K.metrics, K.outbox, K.wakeup_more .. <task>
+-- ARGV (store/deliveries.py LeaseArgs.argv gives them in this order):
+local now = tonumber(ARGV[1])
+local token = ARGV[2]                    -- the lease to take; record.lua acts only for it
+local lease_ms = tonumber(ARGV[3])       -- how long it holds
+local max_in_flight = tonumber(ARGV[4])  -- the most leases held per endpoint
+-- ARGV[5]...: the delivery ids. A '+<task>' among them names the ids that joined that
+-- wake-up while it waited (K.wakeup_more .. <task>, common.lua push_wakeups): leased too.
+-- Returns one common.lua lease_one row per delivery (store/deliveries.py LeaseResult.parse).
 local out = {}
 local function lease(id) out[#out + 1] = lease_one(id, now, token, lease_ms, max_in_flight) end
 for i = 5, #ARGV do

@@ -6,19 +6,31 @@
 -- failing, or a 410, disables it. Health changes become operational events.
 -- The attempt itself goes only to the log outbox (log_state): Redis keeps the delivery's
 -- state, the log keeps its history.
+-- Keys (none passed as KEYS): K.delivery .. <dlv>, K.endpoint_seqs, K.event .. <msg>,
+--   K.endpoint .. <ep>, K.inflight .. <ep>, K.parked .. <ep>, K.rate .. <ep>,
+--   K.backlog .. <ep>, K.due, K.metrics, K.outbox, K.ep_stats .. <ep>,
+--   K.ep_stats .. <ep> .. K.minute_infix .. <minute>,
+--   K.ep_stats .. <ep> .. K.hour_infix .. <hour>,
+--   K.sub_ops (the endpoints an operational event goes to, under the same templates)
 -- ARGV (store/deliveries.py RecordArgs.argv gives them in this order):
 local now = tonumber(ARGV[1])
 local token = ARGV[2]                 -- the lease this attempt was sent under
 local id = ARGV[3]                    -- the delivery
 local attempt_json = ARGV[4]          -- the attempt, as the log keeps it
-local outcome = ARGV[5]               -- 'ok' | 'fail' | 'gone' (store/deliveries.py Outcome)
+local outcome = ARGV[5]               -- 'ok' | 'fail' | 'gone' (deliveries.py AttemptOutcome)
 local delay = tonumber(ARGV[6])       -- ms to the next try; -1: no more tries
-local code, err = ARGV[7], ARGV[8]    -- the status code, the error class ('' = none)
+local code = ARGV[7]                  -- the status code ('' = none)
+local err = ARGV[8]                   -- the error class ('' = none)
 local disable_after = tonumber(ARGV[9])  -- ms of failing that disables the endpoint
-local ctx = {now = now, iso = ARGV[10], budget = tonumber(ARGV[11]),  -- for ops events:
-  ids = {ARGV[12], ARGV[13], ARGV[14]}}                                -- time, budget, ids
+local ctx = {now = now,               -- for the operational events it may cause:
+  iso = ARGV[10],                     -- the time, ISO 8601
+  budget = tonumber(ARGV[11]),        -- attempts their deliveries get
+  ids = {ARGV[12], ARGV[13], ARGV[14]}}  -- their ids, one each
 local next_token = ARGV[15]           -- lease the parked delivery with it ('' = don't)
-local next_lease_ms, next_max = tonumber(ARGV[16]), tonumber(ARGV[17])
+local next_lease_ms = tonumber(ARGV[16])  -- that lease's lease_ms,
+local next_max = tonumber(ARGV[17])       -- and its max_in_flight
+-- Returns {'stale'}, or {status, attempts[, the parked delivery's common.lua lease_one
+-- row]} (store/deliveries.py Recorded.parse).
 
 local key = K.delivery .. id
 local d = redis.call('HMGET', key, 'lease', 'status', 'attempts', 'budget', 'endpoint', 'type',

@@ -1,9 +1,13 @@
 #!lua
 -- An admin's retry: each finished delivery named gets one more attempt, now. Deliveries
 -- still pending are on their way already and are left alone.
--- ARGV: now_ms, grace_ms, delivery ids...
--- Returns one of 'ok', 'pending', 'missing' per id.
-local now, grace = tonumber(ARGV[1]), tonumber(ARGV[2])
+-- Keys (none passed as KEYS): K.delivery .. <dlv>, K.due, K.endpoint_seqs,
+--   K.endpoint .. <ep>, K.backlog .. <ep>, K.outbox
+-- ARGV (store/deliveries.py RetryArgs.argv gives them in this order):
+local now = tonumber(ARGV[1])    -- its next_at
+local grace = tonumber(ARGV[2])  -- ms on to its due entry: the API wakes it at once
+-- ARGV[3]...: the delivery ids.
+-- Returns per id, in order, 'ok' | 'pending' | 'missing' (store/deliveries.py RetryOutcome).
 local out = {}
 for i = 3, #ARGV do
   local id = ARGV[i]

@@ -1,0 +1,226 @@
+"""lease.lua through its wrapper (DeliveryStore.lease, LeaseArgs, LeaseResult): a job with
+everything its send needs, every reason common.lua lease_one skips a delivery, a wake-up's
+side list of joined ids, and what each left in Redis."""
+
+from __future__ import annotations
+
+import json
+from typing import cast
+
+import pytest
+from redis.asyncio import Redis
+
+from tests.integration.conftest import save_endpoint
+from webhook_service.ids import new_id
+from webhook_service.store import keys
+from webhook_service.store.deliveries import DeliveryStore, Job, LeaseResult, LeaseSkip
+from webhook_service.store.events import EventStore
+from webhook_service.store.scripts import Scripts
+
+pytestmark = pytest.mark.integration
+
+NOW = 1_800_000_000_000
+TYPE = "script.lease"
+BODY = '{"type":"script.lease","data":{}}'
+GRACE_MS = 1000
+TOKEN = "tok-lease"
+LEASE_MS = 30_000
+URL = "http://127.0.0.1:9/x"  # save_endpoint's
+
+
+async def _endpoint(client: Redis) -> str:
+    """One endpoint subscribed to TYPE, with sealed secrets and headers (opaque here)."""
+    endpoint_id = await save_endpoint(Scripts(client), TYPE, NOW - 10)
+    await client.hset(
+        keys.endpoint(endpoint_id),
+        mapping={"secrets": "sealed-secrets", "headers": "sealed-headers"},
+    )
+    return endpoint_id
+
+
+async def _event(client: Redis, at: int = NOW) -> tuple[str, list[str]]:
+    """A new event of TYPE: its id and its (pending) deliveries, one per endpoint."""
+    accepted = await EventStore(client, Scripts(client)).accept(
+        event_id=new_id("msg", at), event_type=TYPE, body=BODY, key_id="key_1", now_ms=at,
+        budget=3, grace_ms=GRACE_MS, idempotency=None, wakeup=None, backlog_max=1_000_000,
+    )  # fmt: skip
+    return accepted.event_id, list(accepted.delivery_ids)
+
+
+async def _lease(
+    client: Redis, ids: list[str], now: int, *, token: str = TOKEN, max_in_flight: int = 10
+) -> LeaseResult:
+    return await DeliveryStore(client, Scripts(client)).lease(
+        ids, token, now, LEASE_MS, max_in_flight
+    )
+
+
+async def _delivery(client: Redis, delivery_id: str) -> dict[str, str]:
+    return cast(dict[str, str], await client.hgetall(keys.delivery(delivery_id)))
+
+
+async def _last_state(client: Redis) -> dict[str, object]:
+    """The state record the newest log outbox entry holds."""
+    ((_, fields),) = cast(
+        list[tuple[str, dict[str, str]]], await client.xrevrange(keys.LOG_OUTBOX, count=1)
+    )
+    state: dict[str, object] = json.loads(fields[keys.OutboxField.STATE])
+    return state
+
+
+async def test_go_leases_the_delivery_with_everything_its_send_needs(client: Redis) -> None:
+    endpoint_id = await _endpoint(client)
+    event_id, (delivery_id,) = await _event(client)
+
+    leased = await _lease(client, [delivery_id], NOW + 1)
+
+    assert leased == LeaseResult(
+        [Job(delivery_id, 1, event_id, endpoint_id, BODY, URL, "sealed-secrets", "sealed-headers")],
+        {},
+    )
+    until = NOW + 1 + LEASE_MS
+    delivery = await _delivery(client, delivery_id)
+    assert (delivery["lease"], delivery["lease_until"]) == (TOKEN, str(until))
+    assert (delivery["status"], delivery["attempts"]) == ("pending", "0")
+    # A worker dying mid-send is woken again at the lease's end.
+    assert await client.zscore(keys.DUE, delivery_id) == until
+    assert await client.zscore(keys.LUA_KEYS["inflight"] + endpoint_id, delivery_id) == until
+
+
+async def test_gone_drops_the_due_entry_of_a_delivery_redis_does_not_hold(
+    client: Redis,
+) -> None:
+    await client.zadd(keys.DUE, {"dlv_nothere": NOW})
+
+    leased = await _lease(client, ["dlv_nothere"], NOW + 1)
+
+    assert leased == LeaseResult([], {"dlv_nothere": LeaseSkip.GONE})
+    assert await client.zscore(keys.DUE, "dlv_nothere") is None
+
+
+async def test_done_drops_the_due_entry_of_a_finished_delivery(client: Redis) -> None:
+    await _endpoint(client)
+    _, (delivery_id,) = await _event(client)
+    await client.hset(keys.delivery(delivery_id), "status", "succeeded")
+
+    leased = await _lease(client, [delivery_id], NOW + 1)
+
+    assert leased.skipped == {delivery_id: LeaseSkip.DONE} and not leased.jobs
+    assert await client.zscore(keys.DUE, delivery_id) is None
+    assert "lease" not in await _delivery(client, delivery_id)
+
+
+async def test_leased_while_another_lease_holds(client: Redis) -> None:
+    await _endpoint(client)
+    _, (delivery_id,) = await _event(client)
+    assert (await _lease(client, [delivery_id], NOW + 1)).jobs
+
+    again = await _lease(client, [delivery_id], NOW + 2, token="tok-other")
+
+    assert again == LeaseResult([], {delivery_id: LeaseSkip.LEASED})
+    delivery = await _delivery(client, delivery_id)
+    assert (delivery["lease"], delivery["lease_until"]) == (TOKEN, str(NOW + 1 + LEASE_MS))
+
+
+async def test_early_for_a_wakeup_before_the_delivery_is_due(client: Redis) -> None:
+    await _endpoint(client)
+    _, (delivery_id,) = await _event(client)
+
+    # More than a second before its next_at (NOW): a stale wake-up for a later try.
+    leased = await _lease(client, [delivery_id], NOW - 1001)
+
+    assert leased == LeaseResult([], {delivery_id: LeaseSkip.EARLY})
+    assert "lease" not in await _delivery(client, delivery_id)
+    assert await client.zscore(keys.DUE, delivery_id) == NOW + GRACE_MS  # it will wake it
+
+
+@pytest.mark.parametrize("lost", ["endpoint", "payload"])
+async def test_failed_unsent_when_its_endpoint_or_its_payload_is_gone(
+    client: Redis, lost: str
+) -> None:
+    endpoint_id = await _endpoint(client)
+    event_id, (delivery_id,) = await _event(client)
+    if lost == "endpoint":
+        await client.delete(keys.endpoint(endpoint_id))
+    else:
+        await client.hdel(keys.event(event_id), "body")
+
+    leased = await _lease(client, [delivery_id], NOW + 1)
+
+    assert leased == LeaseResult([], {delivery_id: LeaseSkip.FAILED})
+    delivery = await _delivery(client, delivery_id)
+    why = "endpoint_deleted" if lost == "endpoint" else "payload_deleted"
+    assert (delivery["status"], delivery["error"], delivery["updated"]) == (
+        "failed", why, str(NOW + 1),
+    )  # fmt: skip
+    assert await client.zscore(keys.DUE, delivery_id) is None
+    assert await client.hget(keys.METRICS, "outcome:failed") == "1"
+    # The backlog counts an endpoint that is still there.
+    assert await client.get(keys.backlog(endpoint_id)) == ("1" if lost == "endpoint" else "0")
+    state = await _last_state(client)
+    assert (state["d"], state["s"], state["e"]) == (delivery_id, "failed", why)
+
+
+async def test_disabled_when_its_endpoint_is(client: Redis) -> None:
+    endpoint_id = await _endpoint(client)
+    _, (delivery_id,) = await _event(client)  # pending: made while the endpoint was enabled
+    await client.hset(keys.endpoint(endpoint_id), "disabled", "1")
+
+    leased = await _lease(client, [delivery_id], NOW + 1)
+
+    assert leased == LeaseResult([], {delivery_id: LeaseSkip.DISABLED})
+    delivery = await _delivery(client, delivery_id)
+    assert (delivery["status"], delivery["updated"]) == ("disabled", str(NOW + 1))
+    assert await client.zscore(keys.DUE, delivery_id) is None
+    assert await client.get(keys.backlog(endpoint_id)) == "0"
+    assert await client.hget(keys.METRICS, "outcome:disabled") == "1"
+    assert (await _last_state(client))["s"] == "disabled"
+
+
+async def test_busy_parks_what_passes_the_endpoints_in_flight_limit(client: Redis) -> None:
+    endpoint_id = await _endpoint(client)
+    _, (first,) = await _event(client)
+    _, (second,) = await _event(client, NOW + 1)
+
+    leased = await _lease(client, [first, second], NOW + 2, max_in_flight=1)
+
+    assert [job.delivery_id for job in leased.jobs] == [first]
+    assert leased.skipped == {second: LeaseSkip.BUSY}
+    assert await client.zrange(keys.LUA_KEYS["parked"] + endpoint_id, 0, -1, withscores=True) == [
+        (second, NOW + 2)
+    ]
+    # Should no slot free within a lease, its due entry wakes it.
+    assert await client.zscore(keys.DUE, second) == NOW + 2 + LEASE_MS
+    assert "lease" not in await _delivery(client, second)
+
+
+async def test_throttled_by_the_endpoints_rate_limit(client: Redis) -> None:
+    endpoint_id = await _endpoint(client)
+    await client.hset(keys.endpoint(endpoint_id), "rate_limit", "1")  # 1/s, bursts of one
+    _, (first,) = await _event(client)
+    _, (second,) = await _event(client, NOW + 1)
+
+    leased = await _lease(client, [first, second], NOW + 2)
+
+    assert [job.delivery_id for job in leased.jobs] == [first]
+    assert leased.skipped == {second: LeaseSkip.THROTTLED}
+    # Due again when the limit lets it go.
+    assert await client.zscore(keys.DUE, second) == NOW + 2 + 1000
+    assert "lease" not in await _delivery(client, second)
+
+
+async def test_a_wakeups_marker_leases_the_ids_that_joined_it_and_ends_its_list(
+    client: Redis,
+) -> None:
+    for _ in range(3):
+        await _endpoint(client)
+    _, (named, *joined) = await _event(client)
+    more = keys.LUA_KEYS["wakeup_more"] + "msg_task.1"
+    await client.rpush(more, *joined)
+
+    leased = await _lease(client, [named, "+msg_task.1"], NOW + 1)
+
+    assert [job.delivery_id for job in leased.jobs] == [named, *joined] and not leased.skipped
+    assert not await client.exists(more)
+    for delivery_id in (named, *joined):
+        assert (await _delivery(client, delivery_id))["lease"] == TOKEN
