@@ -40,6 +40,7 @@ import redis.asyncio
 from tests.integration.conftest import Api, settings_for, wait_for
 from tests.support.api_process import start_api
 from tests.support.fault_proxy import Fault, FaultProxy
+from tests.support.logged import wait_logged
 from tests.support.receiver import Behaviour, Receiver
 from tests.support.stack import Stack, start_stack
 from webhook_service.api.problems import CONTENT_TYPE as PROBLEM_CONTENT_TYPE
@@ -365,6 +366,8 @@ async def test_fault(
         seconds_until(scheduler_passed, ended),
     )
     api_s = accepted_at[0] - ended
+    # Their states are Redis's at once, their attempts the log's once the shipper has them.
+    await wait_logged(net.stack.valkey.url)
     logs = await attempt_logs(api, case.accepted) if pair == "worker-receiver" else []
     longest_request = max(a.seconds for a in case.answers)
     longest_attempt = max((a["duration_ms"] for log in logs for a in log), default=0) / 1000
