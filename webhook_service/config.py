@@ -102,6 +102,9 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(2, ge=1)
     # Sends one worker process keeps in flight; a wake-up waits for room below this.
     worker_max_in_flight: int = Field(100, ge=1)
+    # Seconds between a process's attempts and their adding to the metrics and endpoint
+    # stats in Redis (store/counts.py): what a killed process may leave uncounted.
+    counts_interval: float = Field(1.0, gt=0, le=60, allow_inf_nan=False)
     batch_size: int = Field(50, ge=1)
     scheduler_interval: float = Field(0.5, gt=0)
     # A wake-up not picked up within this long is presumed lost and sent again.

@@ -54,6 +54,7 @@ def delivery_engine(settings: Settings, client: Redis, transport: Transport) -> 
         lease_ms=int(settings.lease_seconds * 1000),
         endpoint_concurrency=settings.endpoint_concurrency,
         max_in_flight=settings.worker_max_in_flight,
+        counts_interval=settings.counts_interval,
     )
 
 

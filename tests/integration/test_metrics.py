@@ -57,12 +57,19 @@ async def test_metrics_follow_deliveries(api: Api, receiver: Receiver) -> None:
         return True
 
     await wait_for(settled)
+    attempts_per_failure = 4  # the stack's schedule: 0, 0.3, 0.3, 0.3
     after = await _scrape(api)
 
     def grew(name: str, **labels: str) -> float:
         return _get(after, name, **labels) - _get(before, name, **labels)
 
-    attempts_per_failure = 4  # the stack's schedule: 0, 0.3, 0.3, 0.3
+    async def counted() -> bool:
+        """The workers add their attempts' counts within WEBHOOK_COUNTS_INTERVAL (1 s)."""
+        nonlocal after
+        after = await _scrape(api)
+        return grew("webhook_attempt_duration_seconds_count") == 2 + 2 * attempts_per_failure
+
+    await wait_for(counted, timeout=5)
     assert grew("webhook_events_accepted_total") == 2
     assert grew("webhook_events_rejected_total", reason="validation-failed") == 1
     assert grew("webhook_deliveries_total", outcome="succeeded") == 2

@@ -117,6 +117,8 @@ class Ticker:
                 budget -= len(claimed)
                 results += await self._engine.run(claimed.ids)
                 await lock.reacquire()
+            # Before the answer: a tick's process may be idle for long after it.
+            await self._engine.add_counts()
             # The scheduler's other chore: without a scheduler, the log is shipped here.
             await self._ship()
             remaining = await count_due(self._redis, now_ms())

@@ -11,6 +11,10 @@ wakes those deliveries again.
 
 The receiver has seen an attempt once its POST is answered, so recording it outlasts a
 store that refuses (``_record_attempt``); a refused lease is the caller's to wait out.
+
+What the recorded attempts add to the metrics and the endpoints' windows is counted here
+and added to Redis ``counts_interval`` after the first attempt not yet added, and when the
+engine drains (store/counts.py says why not in the record script).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from webhook_service.delivery.transport import (
 )
 from webhook_service.log_window import LineWindow
 from webhook_service.redaction import Redactor
+from webhook_service.store.counts import AttemptCounts
 from webhook_service.store.deliveries import (
     Attempt,
     AttemptOutcome,
@@ -45,6 +50,7 @@ from webhook_service.store.deliveries import (
     LeaseResult,
     NextLease,
     Recorded,
+    RecordOutcome,
 )
 from webhook_service.store.endpoints import decode_headers, open_headers, open_secrets
 from webhook_service.store.refusals import Backoff, refused
@@ -108,6 +114,7 @@ class DeliveryEngine:
         lease_ms: int,
         endpoint_concurrency: int = 10,
         max_in_flight: int = 100,
+        counts_interval: float = 1.0,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self._store = store
@@ -120,6 +127,10 @@ class DeliveryEngine:
         self._max_in_flight = max_in_flight
         self._clock = clock
         self._sending: set[asyncio.Task[Result]] = set()
+        self._counts = AttemptCounts()
+        self._counts_interval = counts_interval
+        self._counts_due: asyncio.TimerHandle | None = None
+        self._adding: set[asyncio.Task[None]] = set()
         # Opening and parsing secrets costs more than signing: keep what was opened, each
         # until the first of its rotated-out keys expires.
         self._opened: OrderedDict[tuple[str, str, str], _Credentials] = OrderedDict()
@@ -137,12 +148,55 @@ class DeliveryEngine:
         return skipped
 
     async def drain(self, grace: float) -> int:
-        """Give the sends in flight ``grace`` seconds to finish (shutdown); returns how many
-        did not finish in time."""
-        if not self._sending:
-            return 0
-        _, pending = await asyncio.wait(self._sending, timeout=grace)
+        """Give the sends in flight ``grace`` seconds to finish (shutdown), then add what
+        their attempts counted; returns how many did not finish in time."""
+        pending: set[asyncio.Task[Result]] = set()
+        if self._sending:
+            _, pending = await asyncio.wait(self._sending, timeout=grace)
+        await self.add_counts()
         return len(pending)
+
+    async def add_counts(self) -> None:
+        """Add what the recorded attempts counted to Redis now (a tick does, before it
+        answers); a batch the store refuses waits for the next."""
+        if self._counts_due is not None:
+            self._counts_due.cancel()
+            self._counts_due = None
+        batch = self._counts.take()
+        if not batch:
+            return
+        try:
+            await self._store.add_counts(batch)
+        except Exception as exc:
+            self._counts.put_back(batch)
+            if not refused(exc, "adding attempt counts"):
+                log.warning("attempt counts not added; kept for the next try", exc_info=True)
+            self._count_later()
+
+    def _count(self, job: Job, attempt: Attempt, recorded: Recorded, now: int) -> None:
+        self._counts.note(
+            endpoint_id=job.endpoint_id,
+            status_class=attempt.status_class,
+            status=recorded.status,
+            duration_ms=attempt.duration_ms,
+            latency_ms=now - recorded.created_ms,
+            code=attempt.status_code,
+            error=attempt.error,
+            now_ms=now,
+        )
+        self._count_later()
+
+    def _count_later(self) -> None:
+        if self._counts_due is None:
+            self._counts_due = asyncio.get_running_loop().call_later(
+                self._counts_interval, self._add_counts_soon
+            )
+
+    def _add_counts_soon(self) -> None:
+        self._counts_due = None
+        task = asyncio.create_task(self.add_counts())
+        self._adding.add(task)
+        task.add_done_callback(self._adding.discard)
 
     async def _lease_and_send(
         self, delivery_ids: Sequence[str], *, chain: bool
@@ -269,7 +323,9 @@ class DeliveryEngine:
         )
         if stored is None:
             return None
-        recorded = stored[0]
+        recorded, recorded_ms = stored
+        if recorded.status is not RecordOutcome.STALE:
+            self._count(job, attempt, recorded, recorded_ms)
         log.info(
             "attempt recorded",
             extra={

@@ -1,8 +1,8 @@
-"""Power-of-two histogram buckets, as the Lua scripts keep them (``log2_bucket`` in common.lua).
+"""Power-of-two histogram buckets, as the attempt counts keep them (store/counts.py).
 
-Bucket ``b`` counts the values (in ms) in ``(2^(b-1), 2^b]``; bucket 0 those up to 1 ms. The
-scripts only ever increment one counter per value, so a histogram is a handful of hash
-fields whatever the traffic, and windows add up by summing counters.
+Bucket ``b`` counts the values (in ms) in ``(2^(b-1), 2^b]``; bucket 0 those up to 1 ms. A
+value only ever increments one counter, so a histogram is a handful of hash fields whatever
+the traffic, and windows add up by summing counters.
 """
 
 from __future__ import annotations
@@ -13,6 +13,11 @@ from collections.abc import Iterable, Mapping
 
 def upper_ms(bucket: int) -> int:
     return 1 << bucket
+
+
+def bucket_of(ms: int) -> int:
+    """The bucket a value falls in: the smallest b with ms <= 2^b."""
+    return max(0, ms - 1).bit_length()
 
 
 def parse(fields: Mapping[str, str], prefix: str) -> Counter[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from redis.asyncio import Redis
@@ -15,6 +15,9 @@ from webhook_service.store import keys
 from webhook_service.store.scripts import Scripts
 from webhook_service.store.states import Status
 from webhook_service.timeutil import iso
+
+if TYPE_CHECKING:  # counts.py imports this module for RecordOutcome
+    from webhook_service.store.counts import AttemptCounts
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,7 @@ class RecordArgs:
             self.health.disable_after_ms, iso(self.now_ms), self.health.ops_budget, *ops_ids,
             # No token: the parked delivery is left to the scheduler.
             *((lease.token, lease.lease_ms, lease.max_in_flight) if lease else ("", 0, 0)),
+            a.status_class,
         ]  # fmt: skip
 
 
@@ -157,15 +161,17 @@ class Recorded:
     attempts: int  # 0 when STALE
     # The parked delivery record leased (NextLease), or why it could not: send it next.
     next: LeaseResult | None = None
+    created_ms: int = 0  # when the delivery was made (0 when STALE): its latency's start
 
     @classmethod
     def parse(cls, reply: list[Any]) -> Recorded:
-        """record.lua's reply: {'stale'} or {status, attempts[, the parked one's lease row]}."""
+        """record.lua's reply: {'stale'} or {status, attempts, created_ms[, the parked one's
+        lease row]}."""
         status = RecordOutcome(reply[0])
         if status is RecordOutcome.STALE:
             return cls(status, 0)
-        following = LeaseResult.parse(reply[2:]) if len(reply) > 2 else None
-        return cls(status, int(reply[1]), following)
+        following = LeaseResult.parse(reply[3:]) if len(reply) > 3 else None
+        return cls(status, int(reply[1]), following, int(reply[2]))
 
 
 @dataclass(frozen=True)
@@ -190,8 +196,8 @@ class Retried:
         return cls([RetryOutcome(r) for r in reply])
 
 
-# The class of an attempt's answer, as common.lua status_class makes it: a delivery's last
-# one is its `class`, and the metrics count attempts by it.
+# The class of an attempt's answer (Attempt.status_class): a delivery's last one is its
+# `class`, and the metrics count attempts by it.
 STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx", "timeout", "network")
 
 
@@ -206,6 +212,13 @@ class Attempt:
     # What went out (endpoint header values redacted) and what came back, cut to bounds.
     request_headers: dict[str, str] = field(default_factory=dict)
     response_headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def status_class(self) -> str:
+        """'2xx'..'5xx' for an HTTP answer, else 'timeout' or 'network' (STATUS_CLASSES)."""
+        if self.status_code is not None:
+            return f"{str(self.status_code)[0]}xx"
+        return "timeout" if self.error == "timeout" else "network"
 
     def to_json(self) -> str:
         """Compact: nothing that is empty (from_json puts it back). The record script passes
@@ -312,6 +325,20 @@ class DeliveryStore:
             delivery_id, token, now_ms, attempt, outcome, delay_ms, health, next_lease
         )
         return Recorded.parse(await self._scripts.run("record", args.argv()))
+
+    async def add_counts(self, batch: AttemptCounts) -> None:
+        """Add counted attempts to the metrics and the endpoints' windows (store/counts.py):
+        one round trip in MULTI/EXEC, so that a batch tried again after a failure was not
+        half added before (only a reply lost after EXEC, a timeout, can count one twice)."""
+        async with self._redis.pipeline(transaction=True) as pipe:
+            for key, counts in batch.added.items():
+                for name, amount in counts.items():
+                    pipe.hincrby(key, name, amount)
+                if key in batch.expiry:
+                    pipe.expire(key, batch.expiry[key])
+            for key, fields in batch.last.items():
+                pipe.hset(key, items=[part for pair in fields.items() for part in pair])
+            await pipe.execute()
 
     async def retry(self, delivery_ids: Sequence[str], now_ms: int, grace_ms: int) -> Retried:
         """One more attempt, now, for each finished delivery named."""

@@ -48,7 +48,9 @@ stats:ep:{ep}              hash   last_success, last_failure (ms), last_failure_
                                   last_failure_error
 stats:ep:{ep}:m:{minute}   hash   one endpoint's attempts in one minute: a (attempts),
                                   s (2xx), ds / df (deliveries succeeded / failed),
-                                  d{b} (duration histogram); expires after 2 h
+                                  d{b} (duration histogram); expires after 2 h. These,
+                                  stats:ep:{ep} and the attempt fields of metrics are
+                                  added by the delivering processes (store/counts.py)
 stats:ep:{ep}:h:{hour}     hash   the same per hour; expires after 26 h
 heartbeats                 zset   Celery worker hostname by the ms of its last heartbeat
 scheduler:tick             str    the ms the acting scheduler last finished a pass

@@ -1,4 +1,5 @@
-"""An endpoint's recent health, from counters record.lua keeps per minute and per hour.
+"""An endpoint's recent health, from counters kept per minute and per hour (added by the
+delivering processes, store/counts.py: up to WEBHOOK_COUNTS_INTERVAL behind).
 
 Nothing is scanned: the last hour is 60 small minute hashes, the last day 24 hour hashes
 (the current clock hour and the 23 before it), the backlog one ZCARD of the endpoint's

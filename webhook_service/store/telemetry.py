@@ -1,15 +1,17 @@
-"""Cluster-wide metrics: counters the Lua scripts keep in one hash, and gauges read live.
+"""Cluster-wide metrics: counters kept in one Redis hash, and gauges read live.
 
 Workers, schedulers and API processes are many; a counter kept in one process's memory
-would show a part. So every count is an ``HINCRBY`` in the same Lua step that changes
-the state it counts, and a scrape reads the hash plus a few lengths. Fields of the
-``metrics`` hash (``keys.METRICS``):
+would show a part. So every count ends in the ``metrics`` hash (``keys.METRICS``). The
+counts of states are ``HINCRBY``s in the Lua step that changes the state; the counts of
+attempts (classes, durations, latencies) are added by the process that made them, a batch
+a ``WEBHOOK_COUNTS_INTERVAL`` (store/counts.py says why). A scrape reads the hash plus a
+few lengths. Its fields:
 
 ======================  =========================================================
 events_accepted         events stored by POST /v1/events (ingest.lua)
 rejected:{kind}         POST /v1/events answered 4xx, by problem kind (the API)
 outcome:{status}        deliveries that became succeeded, failed or disabled
-attempts:{class}        attempts by class: 2xx..5xx, timeout, network
+attempts:{class}        attempts by class: 2xx..5xx, timeout, network (counts.py)
 duration:{b}            attempt durations, power-of-two ms buckets (``buckets.py``)
 duration_sum_ms         their sum
 latency:{b}             delivery creation to its 2xx attempt, same buckets

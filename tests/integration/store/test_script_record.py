@@ -105,7 +105,7 @@ async def test_ok_succeeds_frees_the_slot_and_clears_the_failing_streak(client: 
 
     recorded = await _record(client, delivery_id, AttemptOutcome.OK, 200)
 
-    assert recorded == Recorded(RecordOutcome.SUCCEEDED, 1, None)
+    assert recorded == Recorded(RecordOutcome.SUCCEEDED, 1, None, NOW)
     delivery = await _hash(client, keys.delivery(delivery_id))
     assert (delivery["status"], delivery["attempts"], delivery["code"], delivery["class"]) == (
         "succeeded", "1", "200", "2xx",
@@ -132,7 +132,7 @@ async def test_fail_with_tries_left_stays_pending_until_its_next_try(client: Red
 
     recorded = await _record(client, delivery_id, AttemptOutcome.FAIL, 503, delay_ms=10_000)
 
-    assert recorded == Recorded(RecordOutcome.PENDING, 1, None)
+    assert recorded == Recorded(RecordOutcome.PENDING, 1, None, NOW)
     delivery = await _hash(client, keys.delivery(delivery_id))
     assert (delivery["status"], delivery["next_at"], delivery["budget"], delivery["code"]) == (
         "pending", str(AT + 10_000), "3", "503",
@@ -158,7 +158,7 @@ async def test_fail_exhausted_fails_and_tells_the_operations_endpoints(
 
     recorded = await _record(client, delivery_id, AttemptOutcome.FAIL, 500, delay_ms)
 
-    assert recorded == Recorded(RecordOutcome.FAILED, 1, None)
+    assert recorded == Recorded(RecordOutcome.FAILED, 1, None, NOW)
     delivery = await _hash(client, keys.delivery(delivery_id))
     assert (delivery["status"], delivery["code"], delivery["class"]) == ("failed", "500", "5xx")
     assert not (LEASE_FIELDS | {"next_at", "budget"}) & set(delivery)
@@ -182,7 +182,7 @@ async def test_gone_disables_the_delivery_and_its_endpoint(client: Redis) -> Non
 
     recorded = await _record(client, delivery_id, AttemptOutcome.GONE, 410)
 
-    assert recorded == Recorded(RecordOutcome.DISABLED, 1, None)
+    assert recorded == Recorded(RecordOutcome.DISABLED, 1, None, NOW)
     delivery = await _hash(client, keys.delivery(delivery_id))
     assert (delivery["status"], delivery["code"]) == ("disabled", "410")
     assert await client.zscore(keys.DUE, delivery_id) is None
@@ -231,7 +231,7 @@ async def test_the_freed_slot_goes_to_the_parked_delivery_leased_through_next_le
         parked, 1, delivery_event(parked), endpoint_id, BODY, "http://127.0.0.1:9/x",
         "sealed-secrets", "",
     )  # fmt: skip
-    assert recorded == Recorded(RecordOutcome.SUCCEEDED, 1, LeaseResult([job], {}))
+    assert recorded == Recorded(RecordOutcome.SUCCEEDED, 1, LeaseResult([job], {}), NOW)
     assert (await _hash(client, keys.delivery(parked)))["lease"] == "tok-next"
     assert not await client.zcard(keys.LUA_KEYS["parked"] + endpoint_id)
     inflight = keys.LUA_KEYS["inflight"] + endpoint_id
@@ -246,7 +246,7 @@ async def test_without_next_lease_the_parked_delivery_is_left_to_the_scheduler(
 
     recorded = await _record(client, sent, AttemptOutcome.OK, 200)
 
-    assert recorded == Recorded(RecordOutcome.SUCCEEDED, 1, None)
+    assert recorded == Recorded(RecordOutcome.SUCCEEDED, 1, None, NOW)
     assert not await client.zcard(keys.LUA_KEYS["parked"] + endpoint_id)
     assert await client.zscore(keys.DUE, parked) == AT + 2000
     assert "lease" not in await _hash(client, keys.delivery(parked))
@@ -262,6 +262,6 @@ async def test_next_lease_says_why_the_parked_delivery_was_not_leased(client: Re
     )
 
     assert recorded == Recorded(
-        RecordOutcome.DISABLED, 1, LeaseResult([], {parked: LeaseSkip.DISABLED})
+        RecordOutcome.DISABLED, 1, LeaseResult([], {parked: LeaseSkip.DISABLED}), NOW
     )
     assert (await _hash(client, keys.delivery(parked)))["status"] == "disabled"

@@ -34,6 +34,8 @@ from webhook_service.delivery.transport import (
 )
 from webhook_service.ids import delivery_id, new_id
 from webhook_service.redaction import MASK
+from webhook_service.store import keys
+from webhook_service.store.counts import AttemptCounts
 from webhook_service.store.deliveries import (
     Attempt,
     AttemptOutcome,
@@ -59,6 +61,7 @@ DELIVERY_ID = delivery_id(EVENT_ID, ENDPOINT_ID)
 URL_OK = "https://receiver.example.com/hook"
 BODY = '{"type":"invoice.paid","data":{"id":"in_1","amount":4200}}'
 HEALTH = HealthPolicy(disable_after_ms=86_400_000, ops_budget=3)
+CREATED_MS = NOW_MS - 250  # when the fake store's deliveries were made
 
 
 @dataclass
@@ -70,6 +73,7 @@ class FakeStore:
     leases: list[tuple[list[str], str, int, int, int]] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
     parked: list[Job] = field(default_factory=list)  # leased by a record that asks, one each
+    counted: list[AttemptCounts] = field(default_factory=list)  # each batch added
 
     async def lease(
         self, ids: Sequence[str], token: str, now_ms: int, lease_ms: int, max_in_flight: int
@@ -84,16 +88,19 @@ class FakeStore:
         if kwargs.get("next_lease") is not None and self.parked:
             following = LeaseResult([self.parked.pop(0)], {})
         if kwargs["outcome"] is AttemptOutcome.OK:
-            return Recorded(RecordOutcome.SUCCEEDED, number, following)
+            return Recorded(RecordOutcome.SUCCEEDED, number, following, CREATED_MS)
         if kwargs["outcome"] is AttemptOutcome.GONE:
-            return Recorded(RecordOutcome.DISABLED, number, following)
+            return Recorded(RecordOutcome.DISABLED, number, following, CREATED_MS)
         if kwargs["delay_ms"] is None:
-            return Recorded(RecordOutcome.FAILED, number, following)
-        return Recorded(RecordOutcome.PENDING, number, following)
+            return Recorded(RecordOutcome.FAILED, number, following, CREATED_MS)
+        return Recorded(RecordOutcome.PENDING, number, following, CREATED_MS)
+
+    async def add_counts(self, batch: AttemptCounts) -> None:
+        self.counted.append(batch)
 
     def as_store(self) -> DeliveryStore:
         # A cast: the engine takes the concrete DeliveryStore (no Protocol), and calls only
-        # the lease and record this fake duck-types.
+        # the lease, record and add_counts this fake duck-types.
         return cast(DeliveryStore, self)
 
 
@@ -139,6 +146,7 @@ def make_engine(
     handler: Callable[[OutboundRequest], Any],
     policy: RetryPolicy | None = None,
     clock: Callable[[], int] = lambda: NOW_MS,
+    counts_interval: float = 1.0,
 ) -> DeliveryEngine:
     return DeliveryEngine(
         store.as_store(),
@@ -147,6 +155,7 @@ def make_engine(
         policy or RetryPolicy((0.0, 10.0, 20.0), jitter=0.0),
         HEALTH,
         lease_ms=30_000,
+        counts_interval=counts_interval,
         clock=clock,
     )
 
@@ -717,3 +726,73 @@ async def test_an_error_that_waiting_does_not_cure_is_not_tried_again(box: Secre
     with pytest.raises(redis.exceptions.ResponseError):
         await make_engine(store, box, Receiver()).run([DELIVERY_ID])
     assert len(store.tries) == 1
+
+
+# -- what the attempts count --------------------------------------------------------------------
+
+
+def _added(batches: Sequence[AttemptCounts]) -> dict[str, dict[str, int]]:
+    total: dict[str, dict[str, int]] = {}
+    for batch in batches:
+        for key, counts in batch.added.items():
+            for name, amount in counts.items():
+                total.setdefault(key, {}).setdefault(name, 0)
+                total[key][name] += amount
+    return total
+
+
+async def test_attempts_are_counted_here_and_added_when_the_engine_drains(box: SecretBox) -> None:
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)))])
+    receiver = Receiver(OutboundResponse(503, b"later"), OutboundResponse(200, b"ok"))
+    engine = make_engine(store, box, receiver)
+    await engine.run([DELIVERY_ID])
+    await engine.run([DELIVERY_ID])
+    assert store.counted == []  # within the interval: nothing written yet
+
+    assert await engine.drain(1.0) == 0
+    (batch,) = store.counted
+    metrics = batch.added[keys.METRICS]
+    assert metrics["attempts:5xx"] == metrics["attempts:2xx"] == 1
+    assert metrics["latency:8"] == 1  # 250 ms since the delivery was made: (128, 256]
+    assert metrics["latency_sum_ms"] == 250
+    minute = keys.endpoint_minute(ENDPOINT_ID, NOW_MS // 60_000)
+    assert batch.added[minute]["a"] == 2 and batch.added[minute]["s"] == 1
+    assert batch.added[minute]["ds"] == 1  # the second attempt ended the delivery
+    assert batch.expiry[minute] == keys.WINDOW_TTL["minute"]
+    stats = batch.last[keys.endpoint_stats(ENDPOINT_ID)]
+    assert stats["last_success"] == NOW_MS and stats["last_failure_code"] == 503
+
+
+async def test_counts_are_added_an_interval_after_the_first_attempt(box: SecretBox) -> None:
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)))])
+    engine = make_engine(store, box, Receiver(), counts_interval=0.05)
+    await engine.run([DELIVERY_ID])
+    await engine.run([DELIVERY_ID])
+    await asyncio.sleep(0.2)
+    assert len(store.counted) == 1  # one batch for both
+    assert _added(store.counted)[keys.METRICS]["attempts:2xx"] == 2
+    await engine.run([DELIVERY_ID])
+    await asyncio.sleep(0.2)
+    assert len(store.counted) == 2
+
+
+@dataclass
+class RefusingCounts(FakeStore):
+    refusals: int = 1
+
+    async def add_counts(self, batch: AttemptCounts) -> None:
+        if self.refusals > 0:
+            self.refusals -= 1
+            raise redis.exceptions.ResponseError(MISCONF)
+        await super().add_counts(batch)
+
+
+async def test_counts_the_store_refuses_are_kept_for_the_next_add(box: SecretBox) -> None:
+    store = RefusingCounts([make_job(seal(box, (generate_secret(), None)))])
+    engine = make_engine(store, box, Receiver(), counts_interval=0.05)
+    await engine.run([DELIVERY_ID])
+    await engine.add_counts()  # refused: kept, and tried again an interval later
+    assert store.counted == []
+    await engine.run([DELIVERY_ID])
+    await asyncio.sleep(0.2)
+    assert _added(store.counted)[keys.METRICS]["attempts:2xx"] == 2

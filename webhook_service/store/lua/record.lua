@@ -8,9 +8,7 @@
 -- state, the log keeps its history.
 -- Keys (none passed as KEYS): K.delivery .. <dlv>, K.endpoint_seqs, K.event .. <msg>,
 --   K.endpoint .. <ep>, K.inflight .. <ep>, K.parked .. <ep>, K.rate .. <ep>,
---   K.backlog .. <ep>, K.due, K.metrics, K.outbox, K.ep_stats .. <ep>,
---   K.ep_stats .. <ep> .. K.minute_infix .. <minute>,
---   K.ep_stats .. <ep> .. K.hour_infix .. <hour>,
+--   K.backlog .. <ep>, K.due, K.metrics, K.outbox,
 --   K.sub_ops (the endpoints an operational event goes to, under the same templates)
 -- ARGV (store/deliveries.py RecordArgs.argv gives them in this order):
 local now = tonumber(ARGV[1])
@@ -29,12 +27,14 @@ local ctx = {now = now,               -- for the operational events it may cause
 local next_token = ARGV[15]           -- lease the parked delivery with it ('' = don't)
 local next_lease_ms = tonumber(ARGV[16])  -- that lease's lease_ms,
 local next_max = tonumber(ARGV[17])       -- and its max_in_flight
--- Returns {'stale'}, or {status, attempts[, the parked delivery's common.lua lease_one
--- row]} (store/deliveries.py Recorded.parse).
+local class = ARGV[18]                -- the answer's class (deliveries.py STATUS_CLASSES)
+-- Returns {'stale'}, or {status, attempts, the delivery's creation ms[, the parked
+-- delivery's common.lua lease_one row]} (store/deliveries.py Recorded.parse). What the
+-- attempt adds to the metrics and the endpoint's windows the caller counts (store/counts.py).
 
 local key = K.delivery .. id
 local d = redis.call('HMGET', key, 'lease', 'status', 'attempts', 'budget', 'endpoint', 'type',
-  'event')
+  'event', 'created')
 if d[1] ~= token or d[2] ~= 'pending' then return {'stale'} end
 local ep, event_id = delivery_endpoint(id, d[5]), delivery_event(id, d[7])
 local etype = delivery_type(id, d[6], d[7])
@@ -100,7 +100,7 @@ end
 -- Nothing dead is kept: the lease is over; a code or error this attempt did not have is
 -- absent rather than empty (readers take either for none); a finished delivery needs no
 -- next time nor budget (a retry sets both anew).
-local set = {'status', status, 'attempts', attempts, 'updated', now}
+local set = {'status', status, 'attempts', attempts, 'updated', now, 'class', class}
 local dead = {'lease', 'lease_until'}
 for _, pair in ipairs({{'code', code}, {'error', err}}) do
   if pair[2] ~= '' then
@@ -116,12 +116,12 @@ if status ~= 'pending' then
 end
 redis.call('HSET', key, unpack(set))
 redis.call('HDEL', key, unpack(dead))
-note_attempt(id, ep, status, code, err, attempt_json, now)
 count_outcome(status)
 if status ~= 'pending' then count_pending(ep, -1) end
 log_state(id, attempt_json)
+local created = delivery_created(id, d[8])
 if parked[1] and next_token ~= '' then
-  return {status, attempts,
+  return {status, attempts, created,
     lease_one(parked[1], now, next_token, next_lease_ms, next_max)}
 end
-return {status, attempts}
+return {status, attempts, created}

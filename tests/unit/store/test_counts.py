@@ -1,0 +1,58 @@
+"""AttemptCounts: what recorded attempts add up to, before a batch goes to Redis."""
+
+from __future__ import annotations
+
+from webhook_service.store import keys
+from webhook_service.store.counts import AttemptCounts
+from webhook_service.store.deliveries import RecordOutcome
+
+NOW = 1_800_000_000_000
+EP = "ep_1"
+
+
+def _note(counts: AttemptCounts, code: int | None, status: RecordOutcome, at: int = NOW) -> None:
+    klass = "timeout" if code is None else f"{str(code)[0]}xx"
+    counts.note(
+        endpoint_id=EP, status_class=klass, status=status, duration_ms=3, latency_ms=700,
+        code=code, error="timeout" if code is None else None, now_ms=at,
+    )  # fmt: skip
+
+
+def test_an_attempt_counts_in_the_metrics_both_windows_and_the_last_outcome() -> None:
+    counts = AttemptCounts()
+    assert not counts
+    _note(counts, 200, RecordOutcome.SUCCEEDED)
+    assert counts
+    assert dict(counts.added[keys.METRICS]) == {
+        "attempts:2xx": 1, "duration:2": 1, "duration_sum_ms": 3,
+        "latency:10": 1, "latency_sum_ms": 700,
+    }  # fmt: skip
+    minute = keys.endpoint_minute(EP, NOW // 60_000)
+    hour = keys.endpoint_hour(EP, NOW // 3_600_000)
+    for window in (minute, hour):
+        assert dict(counts.added[window]) == {"a": 1, "d2": 1, "s": 1, "ds": 1}
+    assert counts.expiry == {minute: 2 * 3600, hour: 26 * 3600}
+    assert counts.last == {keys.endpoint_stats(EP): {"last_success": NOW}}
+
+
+def test_a_failure_counts_no_latency_and_says_what_failed() -> None:
+    counts = AttemptCounts()
+    _note(counts, None, RecordOutcome.FAILED)
+    assert "latency_sum_ms" not in counts.added[keys.METRICS]
+    assert counts.added[keys.METRICS]["attempts:timeout"] == 1
+    assert counts.added[keys.endpoint_minute(EP, NOW // 60_000)]["df"] == 1
+    assert counts.last[keys.endpoint_stats(EP)] == {
+        "last_failure": NOW, "last_failure_code": "", "last_failure_error": "timeout",
+    }  # fmt: skip
+
+
+def test_a_batch_put_back_adds_to_what_came_since_and_the_newer_outcome_wins() -> None:
+    counts = AttemptCounts()
+    _note(counts, 500, RecordOutcome.PENDING)
+    batch = counts.take()
+    assert not counts
+    _note(counts, 502, RecordOutcome.PENDING, at=NOW + 5)
+    counts.put_back(batch)
+    assert counts.added[keys.METRICS]["attempts:5xx"] == 2
+    last = counts.last[keys.endpoint_stats(EP)]
+    assert (last["last_failure"], last["last_failure_code"]) == (NOW + 5, 502)

@@ -1,0 +1,100 @@
+"""What the attempts add up to, counted by the process that made them and added to Redis a
+batch at a time: the cluster metrics' attempt classes, durations and latencies
+(store/telemetry.py) and each endpoint's per-minute and per-hour windows and last outcomes
+(store/stats.py).
+
+Why not in the record script, as the states are: these were 16 of the 35 commands each
+delivery wrote, 1.5 KB of its 3.7 KB of AOF, and their only readers are dashboards, alerts
+and the stats route, which can be a second behind. What the cost is: a process killed with
+counts not yet added loses them (at most ``WEBHOOK_COUNTS_INTERVAL`` of its attempts; the
+log keeps every attempt all the same), and ``last_success_at`` may step back by that much
+when two processes add theirs in the other order. A batch Redis refuses is kept and added
+with the next one. This module only counts; ``DeliveryStore.add_counts`` writes a batch,
+and the delivery engine decides when.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from webhook_service.store import buckets, keys
+from webhook_service.store.deliveries import RecordOutcome
+
+
+@dataclass
+class AttemptCounts:
+    """Counts not yet in Redis: hash key -> field -> how much to add; the expiry of each
+    window key; the last outcome fields of each endpoint's stats hash."""
+
+    added: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    expiry: dict[str, int] = field(default_factory=dict)
+    last: dict[str, dict[str, str | int]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.last)
+
+    def note(
+        self,
+        *,
+        endpoint_id: str,
+        status_class: str,
+        status: RecordOutcome,
+        duration_ms: int,
+        latency_ms: int,
+        code: int | None,
+        error: str | None,
+        now_ms: int,
+    ) -> None:
+        """One recorded attempt: its answer's class, the delivery's status after it, how long
+        it took, and how long since the delivery was made (counted only for a 2xx)."""
+        ok = status_class == "2xx"
+        metrics = self.added[keys.METRICS]
+        duration = max(0, duration_ms)
+        metrics[f"attempts:{status_class}"] += 1
+        metrics[f"duration:{buckets.bucket_of(duration)}"] += 1
+        metrics["duration_sum_ms"] += duration
+        if ok:
+            latency = max(0, latency_ms)
+            metrics[f"latency:{buckets.bucket_of(latency)}"] += 1
+            metrics["latency_sum_ms"] += latency
+
+        fields = ["a", f"d{buckets.bucket_of(duration)}"]
+        if ok:
+            fields.append("s")
+        if status is RecordOutcome.SUCCEEDED:
+            fields.append("ds")
+        elif status is RecordOutcome.FAILED:
+            fields.append("df")
+        windows = (
+            (keys.endpoint_minute(endpoint_id, now_ms // 60_000), keys.WINDOW_TTL["minute"]),
+            (keys.endpoint_hour(endpoint_id, now_ms // 3_600_000), keys.WINDOW_TTL["hour"]),
+        )
+        for key, ttl in windows:
+            self.added[key].update(fields)
+            self.expiry[key] = ttl
+
+        last = self.last.setdefault(keys.endpoint_stats(endpoint_id), {})
+        if ok:
+            last["last_success"] = now_ms
+        else:
+            last.update(
+                last_failure=now_ms,
+                last_failure_code="" if code is None else code,
+                last_failure_error=error or "",
+            )
+
+    def take(self) -> AttemptCounts:
+        """What is counted so far, leaving this empty."""
+        taken = AttemptCounts(self.added, self.expiry, self.last)
+        self.added, self.expiry, self.last = defaultdict(Counter), {}, {}
+        return taken
+
+    def put_back(self, batch: AttemptCounts) -> None:
+        """A batch Redis did not take, merged under what was counted since (newer last
+        outcomes win)."""
+        for key, counts in batch.added.items():
+            self.added[key].update(counts)
+        self.expiry = {**batch.expiry, **self.expiry}
+        for key, fields in batch.last.items():
+            self.last[key] = {**fields, **self.last.get(key, {})}
