@@ -12,8 +12,8 @@ endpoint:{ep}              hash   url, description, event_types (JSON), disabled
                                   disabled_reason, disabled_at, headers (JSON, values
                                   sealed), rate_limit, operations, secrets (encrypted
                                   JSON), created, updated, failing_since, troubled,
-                                  last_success, seq (its sequence number, which its
-                                  delivery ids end with)
+                                  seq (its sequence number, which its delivery ids end
+                                  with)
 endpoints                  zset   every endpoint id (score 0, ordered by id = time)
 endpoints:seq              str    the last endpoint sequence number given (INCR)
 endpoints:seqs             hash   delivery id tail -> endpoint id, for every endpoint,

@@ -66,7 +66,6 @@ if outcome == 'ok' then
   if ep_exists then
     local troubled = redis.call('HGET', ep_key, 'troubled')
     redis.call('HDEL', ep_key, 'failing_since', 'troubled')
-    redis.call('HSET', ep_key, 'last_success', now)
     if troubled and tell then emit_ops(ctx, 'endpoint.recovered', {endpoint_id = ep}) end
   end
 else
