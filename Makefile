@@ -59,7 +59,7 @@ soak: $(STAMP)
 # pytest exits 5 when it collected no test: that is a failure here, never a pass.
 # Fast, pure tests first, so a broken build fails in seconds rather than minutes.
 test: lint typecheck chromium postgresql
-	$(BIN)/python -m pytest tests/unit tests/integration tests/chaos -q -p no:cacheprovider -ra
+	$(BIN)/python -m pytest tests/unit tests/integration tests/chaos -q -p no:cacheprovider -ra --durations=25
 
 # Quick (~3 min): the signer, then the whole service against its floors and the naive
 # Celery baseline (bench/run.py); then the delivery log against today's release, AOF, CPU,
