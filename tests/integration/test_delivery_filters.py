@@ -1,19 +1,14 @@
 """Delivery history filters on the last attempt's status class and the attempt count, read
-from the SQL log, and the Lua helpers that classify and bucket."""
+from the SQL log."""
 
 from __future__ import annotations
 
-from importlib.resources import files
-from typing import Any
-
 import pytest
-import redis
 
 from tests.integration.conftest import Api, create_endpoint, send_event, wait_for
 from tests.support.logged import wait_logged
 from tests.support.receiver import Receiver
 from tests.support.stack import Stack
-from webhook_service.store.scripts import source
 
 TYPE = "filters.made"
 
@@ -170,32 +165,3 @@ async def test_bad_filters_are_422(api: Api, query: str) -> None:
     status, problem, _ = await api.call("GET", f"/v1/deliveries?{query}")
     assert status == 422
     assert problem["errors"][0]["pointer"] == "#/query/" + query.partition("=")[0]
-
-
-def _helpers() -> str:
-    """common.lua after the preamble scripts.py gives it, without any script of its own."""
-    common = (files("webhook_service.store") / "lua" / "common.lua").read_text()
-    return source("ingest").split(common)[0] + common
-
-
-@pytest.mark.parametrize(
-    ("code", "error", "expected"),
-    [
-        ("200", "", "2xx"), ("204", "", "2xx"), ("301", "", "3xx"), ("404", "", "4xx"),
-        ("410", "", "4xx"), ("503", "", "5xx"), ("", "timeout", "timeout"),
-        ("", "connection", "network"), ("", "destination_blocked", "network"),
-        ("", "invalid_url", "network"), ("", "invalid_response", "network"),
-    ],
-)  # fmt: skip
-def test_lua_status_class(stack: Stack, code: str, error: str, expected: str) -> None:
-    client = redis.Redis.from_url(stack.valkey.url, decode_responses=True)
-    script = _helpers() + "\nreturn status_class(ARGV[1], ARGV[2])"
-    assert client.eval(script, 0, code, error) == expected
-
-
-def test_lua_buckets_are_powers_of_two(stack: Stack) -> None:
-    client = redis.Redis.from_url(stack.valkey.url, decode_responses=True)
-    script = _helpers() + "\nreturn log2_bucket(tonumber(ARGV[1]))"
-    cases: dict[Any, int] = {0: 0, 1: 0, 2: 1, 3: 2, 4: 2, 5: 3, 1000: 10, 1024: 10, 1025: 11}
-    for ms, bucket in cases.items():
-        assert client.eval(script, 0, ms) == bucket, ms

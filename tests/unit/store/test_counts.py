@@ -1,10 +1,14 @@
-"""AttemptCounts: what recorded attempts add up to, before a batch goes to Redis."""
+"""AttemptCounts: what recorded attempts add up to, before a batch goes to Redis; the class
+of an answer and the histogram bucket of a duration they count by."""
 
 from __future__ import annotations
 
+import pytest
+
 from webhook_service.store import keys
+from webhook_service.store.buckets import bucket_of
 from webhook_service.store.counts import AttemptCounts
-from webhook_service.store.deliveries import RecordOutcome
+from webhook_service.store.deliveries import STATUS_CLASSES, Attempt, RecordOutcome
 
 NOW = 1_800_000_000_000
 EP = "ep_1"
@@ -56,3 +60,24 @@ def test_a_batch_put_back_adds_to_what_came_since_and_the_newer_outcome_wins() -
     assert counts.added[keys.METRICS]["attempts:5xx"] == 2
     last = counts.last[keys.endpoint_stats(EP)]
     assert (last["last_failure"], last["last_failure_code"]) == (NOW + 5, 502)
+
+
+@pytest.mark.parametrize(
+    ("code", "error", "expected"),
+    [
+        (200, None, "2xx"), (204, None, "2xx"), (301, None, "3xx"), (404, None, "4xx"),
+        (410, None, "4xx"), (503, None, "5xx"), (None, "timeout", "timeout"),
+        (None, "connection", "network"), (None, "destination_blocked", "network"),
+        (None, "invalid_url", "network"), (None, "invalid_response", "network"),
+    ],
+)  # fmt: skip
+def test_an_answer_is_classed_by_its_code_or_its_error(
+    code: int | None, error: str | None, expected: str
+) -> None:
+    attempt = Attempt(1, NOW, 3, code, error, "")
+    assert attempt.status_class == expected and expected in STATUS_CLASSES
+
+
+def test_buckets_are_powers_of_two() -> None:
+    cases = {0: 0, 1: 0, 2: 1, 3: 2, 4: 2, 5: 3, 1000: 10, 1024: 10, 1025: 11}
+    assert {ms: bucket_of(ms) for ms in cases} == cases
