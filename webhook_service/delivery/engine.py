@@ -269,8 +269,10 @@ class DeliveryEngine:
         if chain:
             next_lease = NextLease(secrets.token_hex(8), self._lease_ms, self._endpoint_concurrency)
         answered = recorded_headers(response.headers, credentials.answer_value)
+        # An echoing receiver answers with the request, the endpoint's own credentials in it.
+        answer_body = credentials.redactor(response.body.decode("utf-8", "replace"))
         stored = await self._record(
-            job, token, until_ms, started, response, sent, answered, next_lease
+            job, token, until_ms, started, response, sent, (answered, answer_body), next_lease
         )
         if stored is None:
             return Result(job.delivery_id, UNRECORDED, job.attempt)
@@ -288,11 +290,12 @@ class DeliveryEngine:
         started: int,
         response: OutboundResponse,
         sent: dict[str, str],
-        answered: dict[str, str],
+        answered: tuple[dict[str, str], str],
         next_lease: NextLease | None,
     ) -> tuple[Recorded, int] | None:
         """The attempt's record and when it was made, or None if the store never took it.
-        ``sent`` and ``answered``: the request's and the answer's headers as recorded."""
+        ``sent``: the request's headers as recorded; ``answered``: the answer's headers and
+        body as recorded (credentials masked)."""
         outcome = AttemptOutcome.FAIL
         if response.status is not None and 200 <= response.status < 300:
             outcome = AttemptOutcome.OK
@@ -314,9 +317,9 @@ class DeliveryEngine:
             duration_ms=response.duration_ms,
             status_code=response.status,
             error=response.error,
-            response_body=response.body.decode("utf-8", "replace"),
+            response_body=answered[1],
             request_headers=sent,
-            response_headers=answered,
+            response_headers=answered[0],
         )
         stored = await self._record_attempt(
             job, token, until_ms, attempt, outcome, delay_ms, next_lease

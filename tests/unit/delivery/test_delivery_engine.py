@@ -537,6 +537,17 @@ async def test_answer_headers_are_recorded_with_their_credentials_redacted(
     }
 
 
+async def test_an_echoed_body_is_recorded_with_the_endpoints_credentials_masked(
+    box: SecretBox,
+) -> None:
+    job = with_own_headers(box, generate_secret(), {"X-Api-Key": "key-0123456789abcdef"})
+    echo = b'{"headers": {"X-Api-Key": "key-0123456789abcdef", "Authorization": "Bearer t0k3n"}}'
+    attempt, _ = await recorded(box, job, OutboundResponse(200, echo))
+    assert attempt.response_body == (
+        f'{{"headers": {{"X-Api-Key": "{MASK}", "Authorization": "Bearer {MASK}"}}}}'
+    )
+
+
 async def test_an_answer_past_the_bounds_is_recorded_within_them_retry_after_still_counts(
     box: SecretBox,
 ) -> None:
