@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import pty
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -120,6 +121,11 @@ async def test_send_show_retry_and_replay_an_event(api: Api, receiver: Receiver)
     assert [d["id"] for d in failed["data"]] == [delivery_id]
     attempts = await cli(api, "deliveries", "show", delivery_id)
     assert attempts.out.count("answer 500") == 4 and "status        failed" in attempts.out
+    assert "webhook-signature" not in attempts.out
+    headers = (await cli(api, "deliveries", "show", delivery_id, "--headers")).out
+    assert headers.count("webhook-signature") == 4
+    assert len(re.findall(rf"^sent +webhook-id +{event_id}$", headers, re.MULTILINE)) == 4
+    assert re.search(r"^answered +content-type +text/plain", headers, re.MULTILINE)
 
     heal(receiver, "cli_one")
     retried = (await cli(api, "deliveries", "retry", delivery_id, "--json")).json()

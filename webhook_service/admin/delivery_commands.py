@@ -35,7 +35,10 @@ async def show_delivery(ctx: Context) -> None:
 
     def text() -> str:
         attempts = views.attempts_table(delivery["attempt_log"])
-        return f"{views.delivery_fields(delivery)}\n\n{attempts}"
+        shown = f"{views.delivery_fields(delivery)}\n\n{attempts}"
+        if ctx.args.headers:
+            shown += f"\n\n{views.attempt_headers(delivery['attempt_log'])}"
+        return shown
 
     ctx.out.show(delivery, text)
 
@@ -68,9 +71,13 @@ def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     add_delivery_filters(listing, history=True)
     add_paging(listing)
 
-    action("show", show_delivery, "a delivery and its attempts").add_argument(
-        "delivery_id", metavar="DELIVERY_ID"
-    )
+    show = action("show", show_delivery, "a delivery and its attempts")
+    show.add_argument("delivery_id", metavar="DELIVERY_ID")
+    show.add_argument(
+        "--headers", action="store_true",
+        help="also each attempt's headers: what we sent (the endpoint's own values "
+        "[redacted]) and what the receiver answered",
+    )  # fmt: skip
 
     retry = action(
         "retry", retry_deliveries,

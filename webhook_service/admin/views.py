@@ -106,6 +106,17 @@ def attempts_table(attempts: Sequence[JSON]) -> str:
     return render(columns, rows)
 
 
+def attempt_headers(attempts: Sequence[JSON]) -> str:
+    """Each attempt's headers, what we sent and what came back, one table an attempt."""
+    blocks = []
+    for a in attempts:
+        rows = [("sent", name, value) for name, value in a["request_headers"].items()]
+        rows += [("answered", name, value) for name, value in a["response_headers"].items()]
+        columns: list[Column | str] = ["", "HEADER", Column("VALUE", max_width=80)]
+        blocks.append(f"attempt {a['number']}\n{render(columns, rows)}")
+    return "\n\n".join(blocks)
+
+
 def event_fields(event: JSON) -> str:
     return render_fields(
         [
