@@ -1,16 +1,24 @@
 """Time-sortable ids: a prefix, 48 bits of milliseconds and 80 random bits in Crockford base32.
 
 Sorting ids sorts by creation time, so history pages by id without scanning, and a time
-range becomes an id range (``id_bound``).
+range becomes an id range (``id_bound``). Within one millisecond a process's ids of one
+prefix count up from the first one's random part (as monotonic ULIDs do), so the events one
+producer sends through one API process list in the order they were accepted even when they
+share a millisecond; across processes the order within a millisecond is the random part's.
 """
 
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _BODY_LEN = 26  # 10 chars of time + 16 of randomness
+_RANDOM_MAX = (1 << 80) - 1
+# prefix -> the millisecond and random part of the last id made with it in this process.
+_last: dict[str, tuple[int, int]] = {}
+_last_lock = threading.Lock()  # the scheduler's shipper and a worker's loop are threads
 
 
 def _encode(value: int, length: int) -> str:
@@ -23,7 +31,14 @@ def _encode(value: int, length: int) -> str:
 
 def new_id(prefix: str, now_ms: int | None = None) -> str:
     ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-    return f"{prefix}_{_encode(ms, 10)}{_encode(secrets.randbits(80), 16)}"
+    with _last_lock:
+        last_ms, last_random = _last.get(prefix, (-1, 0))
+        if ms == last_ms and last_random < _RANDOM_MAX:
+            random = last_random + 1
+        else:
+            random = secrets.randbits(80)
+        _last[prefix] = (ms, random)
+    return f"{prefix}_{_encode(ms, 10)}{_encode(random, 16)}"
 
 
 def id_bound(prefix: str, ms: int, *, upper: bool) -> str:

@@ -38,6 +38,14 @@ def test_ids_of_the_same_ms_differ() -> None:
     assert len({new_id("msg", 1_700_000_000_000) for _ in range(1000)}) == 1000
 
 
+def test_ids_of_one_ms_sort_in_the_order_this_process_made_them() -> None:
+    made = [new_id("msg", 1_700_000_000_001) for _ in range(1000)]
+    assert sorted(made) == made
+    # Another prefix, or another millisecond, starts from a random part of its own.
+    assert new_id("evt", 1_700_000_000_001)[4:] != made[-1][4:]
+    assert sorted([*made, new_id("msg", 1_700_000_000_002)])[-1] != made[-1]
+
+
 def test_without_a_time_the_clock_is_used() -> None:
     before = time.time_ns() // 1_000_000
     identifier = new_id("msg")
