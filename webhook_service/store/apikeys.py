@@ -46,6 +46,8 @@ class ApiKeyRecord:
     scopes: tuple[str, ...]
     rate_limit: float | None  # events per second on ingest; None: unlimited
     created_ms: int
+    # The one application the key sees and acts on; None: every one (the operator's).
+    application: str | None = None
 
 
 def parse_key(presented: str) -> str | None:
@@ -70,6 +72,7 @@ def _from_hash(key_id: str, raw: dict[str, str]) -> ApiKeyRecord:
         scopes=tuple(s for s in raw.get("scopes", "").split(",") if s),
         rate_limit=float(rate) if rate else None,
         created_ms=int(raw["created"]),
+        application=raw.get("application") or None,
     )
 
 
@@ -109,12 +112,17 @@ class ApiKeyStore:
         return base64.b64decode(self._box.open(sealed, _PEPPER_AD))
 
     async def create(
-        self, name: str, scopes: Sequence[str], rate_limit: float | None, now_ms: int
+        self,
+        name: str,
+        scopes: Sequence[str],
+        rate_limit: float | None,
+        now_ms: int,
+        application: str | None = None,
     ) -> tuple[ApiKeyRecord, str]:
         """A new key: its record, and the key itself, which only this caller ever sees."""
         key_id = new_id(ID_PREFIX, now_ms)
         key = f"{KEY_PREFIX}{key_id}_{secrets.token_hex(24)}"
-        record = ApiKeyRecord(key_id, name, tuple(scopes), rate_limit, now_ms)
+        record = ApiKeyRecord(key_id, name, tuple(scopes), rate_limit, now_ms, application)
         pepper = await self.pepper()
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hset(
@@ -125,6 +133,7 @@ class ApiKeyStore:
                     "rate_limit": repr(rate_limit) if rate_limit is not None else "",
                     "created": now_ms,
                     "digest": digest(pepper, key),
+                    "application": application or "",
                 },
             )
             pipe.zadd(keys.API_KEYS, {key_id: 0})
