@@ -260,6 +260,9 @@ class DeliveryRecord:
     last_error: str | None
     # The class of the last attempt ('2xx'…'5xx', 'timeout', 'network'); None before one.
     last_class: str | None = None
+    # Its event's application (None: an operational event). The hash does not keep it: a
+    # record read from Redis alone has None, which the history reader fills in.
+    application: str | None = None
 
     # The hash fields a record is made of (the hash holds the attempts too: get_many skips
     # them, a page has no use for response bodies).

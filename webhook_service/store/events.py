@@ -191,6 +191,9 @@ class EventRecord:
     body: str | None
     key_id: str
     delivery_ids: list[str]
+    application: str | None = None  # None: an operational event
+    # Redis lets them go after the fan-out: a record read from Redis has none, the log's has.
+    channels: tuple[str, ...] = ()
 
 
 class EventStore:
@@ -233,6 +236,7 @@ class EventStore:
             body=raw.get("body"),
             key_id=raw.get("key", ""),
             delivery_ids=event_deliveries(event_id, raw.get("dlvs")),
+            application=raw.get("app") or None,
         )
 
     async def replay(
