@@ -89,7 +89,7 @@ async def _send(
 ) -> None:
     began = time.monotonic()
     try:
-        production.accepted.append(await client.send(event_type, {"n": n}))
+        production.accepted.append(await client.send("default", event_type, {"n": n}))
     except WebhookError as error:
         production.errors.append(error)
     production.slowest_send = max(production.slowest_send, time.monotonic() - began)

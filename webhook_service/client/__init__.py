@@ -1,4 +1,5 @@
-"""The producer client for internal services: ``send(type, data)`` → the stored event's id.
+"""The producer client for internal services: ``send(app, type, data)`` → the stored event's
+id, ``app`` being the application's id or uid (``"default"`` for a single-tenant service).
 
 Each send carries an idempotency key (yours, or one made for it) on every one of its own
 tries, so a retry after a lost answer never stores the event twice.

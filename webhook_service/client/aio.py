@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
 from webhook_service.client.attempts import (
     Accepted,
@@ -43,9 +44,20 @@ class AsyncWebhookClient(ClientBase):
         self._sleep = sleep
 
     async def send(
-        self, event_type: str, data: Mapping[str, Any], idempotency_key: str | None = None
+        self,
+        app: str,
+        event_type: str,
+        data: Mapping[str, Any],
+        idempotency_key: str | None = None,
+        *,
+        channels: Sequence[str] | None = None,
+        create_as: str | None = None,
     ) -> str:
-        attempts = self._attempts(event_type, data, idempotency_key)
+        """Send to the application ``app``, its id (``app_…``) or its uid (the default
+        application's is ``"default"``). ``channels``: only its endpoints listing one of them,
+        or listing none, receive it. ``create_as``: the name to create ``app`` (a uid) with if
+        it does not exist; without it a missing application is ``InvalidEvent`` (404)."""
+        attempts = self._attempts(app, event_type, data, idempotency_key, channels, create_as)
         while not isinstance(step := await self._try(attempts), Accepted):
             await self._sleep(step.seconds)
         return step.event_id
@@ -60,8 +72,10 @@ class AsyncWebhookClient(ClientBase):
     async def _post(self, request: PreparedRequest) -> tuple[int, Headers, bytes]:
         if self._session is None:
             self._session = aiohttp.ClientSession()
+        # Encoded as it is: left to yarl, a uid of dots (%2E%2E) would be resolved away.
+        url = URL(request.url, encoded=True)
         async with self._session.post(
-            request.url, data=request.body, headers=request.headers, timeout=self._timeout
+            url, data=request.body, headers=request.headers, timeout=self._timeout
         ) as response:
             return response.status, response.headers, await response.read()
 

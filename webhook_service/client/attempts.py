@@ -9,10 +9,10 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import orjson
 
@@ -87,11 +87,48 @@ class Wait:
 Step = Accepted | Wait
 
 
-def events_url(base_url: str) -> str:
+def service_url(base_url: str) -> str:
+    """The service's base URL, without its trailing slash; http or https only."""
     scheme = urlsplit(base_url).scheme
     if scheme not in ("http", "https"):
         raise ValueError(f"the service URL must be http or https, not {base_url!r}")
-    return base_url.rstrip("/") + "/v1/events"
+    return base_url.rstrip("/")
+
+
+def path_segment(value: str) -> str:
+    """``value`` as one path segment, whatever it holds: never a ``/`` that adds a segment,
+    a ``?`` that starts a query, nor a segment of dots alone, which clients and proxies
+    resolve (``/v1/applications/../events`` is ``/v1/events``: the default application)."""
+    quoted = quote(value, safe="")
+    return quoted.replace(".", "%2E") if set(value) == {"."} else quoted
+
+
+def events_url(base_url: str, app: str) -> str:
+    """Where an event for the application ``app`` (its id ``app_…`` or its uid) is posted."""
+    if not app:
+        raise ValueError("the application is its id or uid; the default one's uid is 'default'")
+    return f"{service_url(base_url)}/v1/applications/{path_segment(app)}/events"
+
+
+def event_body(
+    event_type: str,
+    data: Mapping[str, Any],
+    channels: Sequence[str] | None,
+    create_as: str | None,
+) -> bytes:
+    """The event as the API takes it: ``channels`` narrow its fan-out within the application;
+    ``create_as`` names the application to create with it if the path's uid names none."""
+    if not isinstance(event_type, str):
+        raise TypeError("send(app, event_type, data, ...): the application comes first")
+    if isinstance(channels, str):
+        # A string is a sequence of one-letter channels: surely not what was meant.
+        raise TypeError("channels is a list of strings, not one string")
+    event: dict[str, Any] = {"type": event_type, "data": dict(data)}
+    if channels:
+        event["channels"] = list(channels)
+    if create_as is not None:
+        event["application"] = {"name": create_as}
+    return orjson.dumps(event)
 
 
 class Attempts:
@@ -101,8 +138,7 @@ class Attempts:
         self,
         url: str,
         api_key: str,
-        event_type: str,
-        data: Mapping[str, Any],
+        body: bytes,
         idempotency_key: str | None,
         backoff: Backoff,
         *,
@@ -112,7 +148,7 @@ class Attempts:
         self.idempotency_key = idempotency_key or str(uuid.uuid4())
         self.request = PreparedRequest(
             url,
-            orjson.dumps({"type": event_type, "data": dict(data)}),
+            body,
             {
                 "Authorization": f"Bearer {api_key}",
                 "Content-Type": "application/json",
@@ -160,11 +196,23 @@ class ClientBase:
     """What both clients hold: where events go, as whom, and how a send is retried."""
 
     def __init__(self, base_url: str, api_key: str, backoff: Backoff | None) -> None:
-        self._url = events_url(base_url)
+        self._base_url = service_url(base_url)
         self._api_key = api_key
         self._backoff = backoff or Backoff()
 
     def _attempts(
-        self, event_type: str, data: Mapping[str, Any], idempotency_key: str | None
+        self,
+        app: str,
+        event_type: str,
+        data: Mapping[str, Any],
+        idempotency_key: str | None,
+        channels: Sequence[str] | None,
+        create_as: str | None,
     ) -> Attempts:
-        return Attempts(self._url, self._api_key, event_type, data, idempotency_key, self._backoff)
+        return Attempts(
+            events_url(self._base_url, app),
+            self._api_key,
+            event_body(event_type, data, channels, create_as),
+            idempotency_key,
+            self._backoff,
+        )

@@ -75,7 +75,10 @@ class AuthenticationError(ClientError):
 
 
 class InvalidEvent(ClientError):
-    """400, 413, 415 or 422: the event was refused; ``problem.errors`` says where."""
+    """400, 404, 413, 415 or 422: the event was refused; ``problem.errors`` says where.
+
+    A 404 is an application that does not exist (or that the key may not see): send with
+    ``create_as=`` to create it with the event."""
 
 
 class IdempotencyKeyReused(ClientError):
@@ -91,7 +94,7 @@ def error_for(problem: ProblemDetails) -> APIError:
         return IdempotencyKeyReused(problem)
     if problem.status in (401, 403):
         return AuthenticationError(problem)
-    if problem.status in (400, 413, 415, 422):
+    if problem.status in (400, 404, 413, 415, 422):
         return InvalidEvent(problem)
     if problem.status >= 500:
         return ServerError(problem)

@@ -6,7 +6,7 @@ import http.client
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from webhook_service.client.attempts import (
@@ -40,9 +40,20 @@ class WebhookClient(ClientBase):
         self._sleep = sleep
 
     def send(
-        self, event_type: str, data: Mapping[str, Any], idempotency_key: str | None = None
+        self,
+        app: str,
+        event_type: str,
+        data: Mapping[str, Any],
+        idempotency_key: str | None = None,
+        *,
+        channels: Sequence[str] | None = None,
+        create_as: str | None = None,
     ) -> str:
-        attempts = self._attempts(event_type, data, idempotency_key)
+        """Send to the application ``app``, its id (``app_…``) or its uid (the default
+        application's is ``"default"``). ``channels``: only its endpoints listing one of them,
+        or listing none, receive it. ``create_as``: the name to create ``app`` (a uid) with if
+        it does not exist; without it a missing application is ``InvalidEvent`` (404)."""
+        attempts = self._attempts(app, event_type, data, idempotency_key, channels, create_as)
         while not isinstance(step := self._try(attempts), Accepted):
             self._sleep(step.seconds)
         return step.event_id

@@ -19,10 +19,18 @@ from webhook_service.client import (
     ServerError,
     TransportError,
 )
-from webhook_service.client.attempts import Accepted, Attempts, Wait, events_url
+from webhook_service.client.attempts import (
+    Accepted,
+    Attempts,
+    Wait,
+    event_body,
+    events_url,
+    path_segment,
+)
 
 PROBLEMS = "https://webhook-service.dev/problems/"
-URL = "http://api.internal/v1/events"
+URL = "http://api.internal/v1/applications/default/events"
+BODY = event_body("invoice.paid", {"n": 1}, None, None)
 
 
 class Clock:
@@ -39,8 +47,7 @@ def attempts(
     return Attempts(
         URL,
         "k",
-        "invoice.paid",
-        {"n": 1},
+        BODY,
         key,
         backoff or Backoff(),
         clock=clock or Clock(),
@@ -55,7 +62,7 @@ def problem(status: int, kind: str, **extra: object) -> bytes:
             "title": "t",
             "status": status,
             "detail": "d",
-            "instance": "/v1/events",
+            "instance": "/v1/applications/default/events",
             **extra,
         }
     )
@@ -90,7 +97,8 @@ def test_a_2xx_answer_is_the_event_id() -> None:
         (415, "unsupported-media-type", InvalidEvent),
         (422, "validation-failed", InvalidEvent),
         (422, "idempotency-key-reused", IdempotencyKeyReused),
-        (404, "not-found", ClientError),
+        (404, "not-found", InvalidEvent),  # no such application
+        (405, "method-not-allowed", ClientError),
         (500, "internal-error", ServerError),
     ],
 )
@@ -151,7 +159,7 @@ def test_by_default_a_minute_of_refused_connections_is_waited_out() -> None:
     # give up before the deadline has mostly passed, however the jitter falls.
     for seed in range(20):
         clock = Clock()
-        sent = Attempts(URL, "k", "a", {}, None, Backoff(), clock=clock, rng=random.Random(seed))
+        sent = Attempts(URL, "k", BODY, None, Backoff(), clock=clock, rng=random.Random(seed))
         with pytest.raises(TransportError):
             while True:
                 step = sent.failed(ConnectionRefusedError())
@@ -196,8 +204,55 @@ def test_a_wait_that_would_end_past_the_deadline_is_not_begun() -> None:
 
 
 def test_the_service_url_must_be_http() -> None:
-    assert events_url("https://api.internal/") == "https://api.internal/v1/events"
+    assert events_url("https://api.internal/", "default") == (
+        "https://api.internal/v1/applications/default/events"
+    )
     with pytest.raises(ValueError, match="http or https"):
-        events_url("file:///etc/passwd")
+        events_url("file:///etc/passwd", "default")
+    with pytest.raises(ValueError, match="'default'"):
+        events_url("https://api.internal", "")
     with pytest.raises(ValueError):
         Backoff(max_attempts=0)
+
+
+@pytest.mark.parametrize(
+    ("app", "segment"),
+    [
+        ("app_01JABCDEFGHJKMNPQRSTVWXYZ0", "app_01JABCDEFGHJKMNPQRSTVWXYZ0"),
+        ("customer-42.eu_west", "customer-42.eu_west"),
+        ("a/b?c#d", "a%2Fb%3Fc%23d"),
+        ("50%", "50%25"),
+        ("é", "%C3%A9"),
+        # Dots alone are resolved by URL libraries: ../events would be POST /v1/events.
+        ("..", "%2E%2E"),
+        (".", "%2E"),
+        ("x..", "x.."),
+    ],
+)
+def test_the_application_is_one_path_segment_whatever_it_holds(app: str, segment: str) -> None:
+    url = events_url("http://api.internal", app)
+    assert url == f"http://api.internal/v1/applications/{segment}/events"
+    assert path_segment(app) == segment
+
+
+def test_the_body_carries_channels_and_the_application_to_create_only_when_given() -> None:
+    assert orjson.loads(event_body("a.b", {"n": 1}, None, None)) == {
+        "type": "a.b",
+        "data": {"n": 1},
+    }
+    assert orjson.loads(event_body("a.b", {}, ("eu", "vip"), "Acme Ltd")) == {
+        "type": "a.b",
+        "data": {},
+        "channels": ["eu", "vip"],
+        "application": {"name": "Acme Ltd"},
+    }
+    # No channels at all is the event without channels, not a list the API would refuse.
+    assert "channels" not in orjson.loads(event_body("a.b", {}, [], None))
+
+
+def test_mistakes_a_type_checker_would_miss_are_refused_before_sending() -> None:
+    with pytest.raises(TypeError, match="list of strings"):
+        event_body("a.b", {}, "eu", None)
+    # The order before applications: send(type, data) puts the data where the type goes.
+    with pytest.raises(TypeError, match="application comes first"):
+        event_body({"n": 1}, {}, None, None)  # type: ignore[arg-type]
