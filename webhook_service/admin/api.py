@@ -10,11 +10,12 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import quote
 
 import aiohttp
 import orjson
+from yarl import URL
 
+from webhook_service.client.attempts import path_segment
 from webhook_service.client.errors import APIError, ProblemDetails, TransportError
 
 JSON = dict[str, Any]
@@ -31,8 +32,9 @@ BULK_RETRY_FILTERS = DELIVERY_FILTERS[:6]
 
 
 def _segment(value: str) -> str:
-    # Ids come from people and URLs: never let one add a path segment or a query.
-    return quote(value, safe="")
+    # Ids come from people and URLs: never let one add a path segment or a query, or be
+    # dots that step out of the application (/v1/applications/../endpoints).
+    return path_segment(value)
 
 
 def clean_query(query: Query | None) -> dict[str, str]:
@@ -43,21 +45,44 @@ def clean_query(query: Query | None) -> dict[str, str]:
 class AdminApi:
     """One API key against one API base URL; methods return the API's JSON as parsed.
 
+    ``application`` (an id or a uid): the endpoint, event and delivery methods use the
+    routes nested under it (``/v1/applications/{app}/…``). None: the flat routes, which act
+    on the default application (a bound key: on its own) and, for the history lists and the
+    bulk retry, on every application the key may see.
+
     Errors: ``APIError`` carrying the problem document for any 4xx/5xx, ``TransportError``
     when the API cannot be reached.
     """
 
     def __init__(
-        self, session: aiohttp.ClientSession, base_url: str, key: str, *, timeout: float = 30.0
+        self,
+        session: aiohttp.ClientSession,
+        base_url: str,
+        key: str,
+        *,
+        timeout: float = 30.0,
+        application: str | None = None,
     ) -> None:
         self._session = session
         self._base = base_url.rstrip("/")
+        self._key = key
         self._headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
+        self._seconds = timeout
         self._timeout = aiohttp.ClientTimeout(total=timeout)
+        # The application this client acts in, as given (an id or a uid); None: flat routes.
+        self.app = application
+        # Where the subscriber routes start: /v1/endpoints… or /v1/applications/{app}/endpoints…
+        self._here = "/v1" if application is None else f"/v1/applications/{_segment(application)}"
 
     @property
     def base_url(self) -> str:
         return self._base
+
+    def within(self, application: str | None) -> AdminApi:
+        """The same client on ``application``'s nested routes (None: the flat ones)."""
+        return AdminApi(
+            self._session, self._base, self._key, timeout=self._seconds, application=application
+        )
 
     async def _send(
         self, method: str, path: str, query: Query | None, body: JSON | None
@@ -68,9 +93,10 @@ class AdminApi:
             data = orjson.dumps(body)
             headers["Content-Type"] = "application/json"
         try:
+            # Encoded as it is: yarl would resolve a segment of dots (%2E%2E) away.
             async with self._session.request(
                 method,
-                self._base + path,
+                URL(self._base + path, encoded=True),
                 params=clean_query(query),
                 data=data,
                 headers=headers,
@@ -99,10 +125,38 @@ class AdminApi:
             raise APIError(ProblemDetails.parse(status, raw))
         return self._object(raw)
 
+    # Applications
+
+    async def applications(
+        self, limit: int = 50, cursor: str | None = None, uid: str | None = None
+    ) -> JSON:
+        query = {"limit": limit, "cursor": cursor, "uid": uid}
+        return await self.call("GET", "/v1/applications", query=query)
+
+    async def application(self, app: str) -> JSON:
+        return await self.call("GET", f"/v1/applications/{_segment(app)}")
+
+    async def create_application(self, fields: JSON) -> JSON:
+        return await self.call("POST", "/v1/applications", body=fields)
+
+    async def update_application(self, app: str, fields: JSON) -> JSON:
+        return await self.call("PATCH", f"/v1/applications/{_segment(app)}", body=fields)
+
+    async def delete_application(self, app: str) -> JSON:
+        """The job that deletes its endpoints, ends its pending deliveries and expunges its
+        history in the background."""
+        return await self.call("DELETE", f"/v1/applications/{_segment(app)}")
+
     # Endpoints
 
+    def _endpoint(self, endpoint_id: str, action: str | None = None) -> str:
+        path = f"{self._here}/endpoints/{_segment(endpoint_id)}"
+        return path if action is None else f"{path}/{action}"
+
     async def endpoints(self, limit: int = 50, cursor: str | None = None) -> JSON:
-        return await self.call("GET", "/v1/endpoints", query={"limit": limit, "cursor": cursor})
+        return await self.call(
+            "GET", self._here + "/endpoints", query={"limit": limit, "cursor": cursor}
+        )
 
     async def all_endpoints(self) -> list[JSON]:
         found: list[JSON] = []
@@ -115,28 +169,28 @@ class AdminApi:
                 return found
 
     async def endpoint(self, endpoint_id: str) -> JSON:
-        return await self.call("GET", f"/v1/endpoints/{_segment(endpoint_id)}")
+        return await self.call("GET", self._endpoint(endpoint_id))
 
     async def create_endpoint(self, fields: JSON) -> JSON:
-        return await self.call("POST", "/v1/endpoints", body=fields)
+        return await self.call("POST", self._here + "/endpoints", body=fields)
 
     async def set_enabled(self, endpoint_id: str, enabled: bool) -> JSON:
         action = "enable" if enabled else "disable"
-        return await self.call("POST", f"/v1/endpoints/{_segment(endpoint_id)}/{action}")
+        return await self.call("POST", self._endpoint(endpoint_id, action))
 
     async def rotate_secret(self, endpoint_id: str, grace_period_seconds: int | None) -> JSON:
         body = (
             {} if grace_period_seconds is None else {"grace_period_seconds": grace_period_seconds}
         )
-        path = f"/v1/endpoints/{_segment(endpoint_id)}/rotate-secret"
+        path = self._endpoint(endpoint_id, "rotate-secret")
         return await self.call("POST", path, body=body)
 
     async def recover(self, endpoint_id: str, since: str, until: str | None) -> JSON:
-        path = f"/v1/endpoints/{_segment(endpoint_id)}/recover"
+        path = self._endpoint(endpoint_id, "recover")
         return await self.call("POST", path, body={"since": since, "until": until})
 
     async def stats(self, endpoint_id: str) -> JSON:
-        return await self.call("GET", f"/v1/endpoints/{_segment(endpoint_id)}/stats")
+        return await self.call("GET", self._endpoint(endpoint_id, "stats"))
 
     async def stats_for(self, endpoints: Sequence[JSON], concurrency: int = 8) -> list[JSON]:
         """Each endpoint's stats, in order, a few requests at a time."""
@@ -151,28 +205,28 @@ class AdminApi:
     # Events
 
     async def events(self, query: Query) -> JSON:
-        return await self.call("GET", "/v1/events", query=query)
+        return await self.call("GET", self._here + "/events", query=query)
 
     async def event(self, event_id: str) -> JSON:
-        return await self.call("GET", f"/v1/events/{_segment(event_id)}")
+        return await self.call("GET", f"{self._here}/events/{_segment(event_id)}")
 
     async def replay(self, event_id: str, endpoint_id: str | None) -> JSON:
-        path = f"/v1/events/{_segment(event_id)}/replay"
+        path = f"{self._here}/events/{_segment(event_id)}/replay"
         return await self.call("POST", path, body={"endpoint_id": endpoint_id})
 
     # Deliveries and jobs
 
     async def deliveries(self, query: Query) -> JSON:
-        return await self.call("GET", "/v1/deliveries", query=query)
+        return await self.call("GET", self._here + "/deliveries", query=query)
 
     async def delivery(self, delivery_id: str) -> JSON:
-        return await self.call("GET", f"/v1/deliveries/{_segment(delivery_id)}")
+        return await self.call("GET", f"{self._here}/deliveries/{_segment(delivery_id)}")
 
     async def retry(self, delivery_id: str) -> JSON:
-        return await self.call("POST", f"/v1/deliveries/{_segment(delivery_id)}/retry")
+        return await self.call("POST", f"{self._here}/deliveries/{_segment(delivery_id)}/retry")
 
     async def bulk_retry(self, query: Query) -> JSON:
-        return await self.call("POST", "/v1/deliveries/retry", query=query)
+        return await self.call("POST", self._here + "/deliveries/retry", query=query)
 
     async def job(self, job_id: str) -> JSON:
         return await self.call("GET", f"/v1/jobs/{_segment(job_id)}")
@@ -198,8 +252,8 @@ class AdminApi:
 
 @asynccontextmanager
 async def connect(
-    base_url: str, key: str, *, request_timeout: float = 30.0
+    base_url: str, key: str, *, request_timeout: float = 30.0, application: str | None = None
 ) -> AsyncIterator[AdminApi]:
     """A client with a session of its own, for the command line."""
     async with aiohttp.ClientSession() as session:
-        yield AdminApi(session, base_url, key, timeout=request_timeout)
+        yield AdminApi(session, base_url, key, timeout=request_timeout, application=application)

@@ -67,3 +67,27 @@ def add_delivery_filters(parser: argparse.ArgumentParser, *, history: bool) -> N
 def add_paging(parser: argparse.ArgumentParser, default: int = 50) -> None:
     parser.add_argument("--limit", type=int, default=default, help="items per page (1-250)")
     parser.add_argument("--cursor", help="the next_cursor of a previous page")
+
+
+def key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
+# What a command acts on without --app: the flat routes' application.
+IN_DEFAULT = "default: the default application (a key bound to one: its own)"
+# The history lists and bulk retry on the flat routes: the operator's view.
+IN_EVERY = "default: every application the key may see"
+# One event or delivery by its id on the flat routes.
+IN_ANY = "default: whichever it belongs to, if the key may see it"
+
+
+def add_app_option(parser: argparse.ArgumentParser, without: str = IN_DEFAULT) -> None:
+    """--app: act within one application, through its routes /v1/applications/APP/…"""
+    parser.add_argument(
+        "--app",
+        metavar="APP",
+        help=f"within this application, its id (app_…) or uid ({without})",
+    )

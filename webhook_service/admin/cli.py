@@ -10,6 +10,7 @@ import argparse
 import asyncio
 
 from webhook_service.admin import (
+    application_commands,
     delivery_commands,
     endpoint_commands,
     event_commands,
@@ -27,7 +28,13 @@ EXIT_USAGE = 2
 
 def register(commands: Subcommands) -> None:
     common = common_options()
-    for module in (endpoint_commands, event_commands, delivery_commands, stats_command):
+    for module in (
+        application_commands,
+        endpoint_commands,
+        event_commands,
+        delivery_commands,
+        stats_command,
+    ):
         module.register(commands, common)
 
 
@@ -39,7 +46,8 @@ def explain(error: APIError) -> str:
 
 
 async def _run(args: argparse.Namespace, key: str, out: Output) -> None:
-    async with connect(args.url, key) as api:
+    # --app: the endpoint, event and delivery commands use that application's routes.
+    async with connect(args.url, key, application=getattr(args, "app", None)) as api:
         await args.admin(Context(api, args, out, key))
 
 

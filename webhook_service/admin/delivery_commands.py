@@ -6,7 +6,13 @@ import argparse
 
 from webhook_service.admin import views
 from webhook_service.admin.api import BULK_RETRY_FILTERS, DELIVERY_FILTERS
-from webhook_service.admin.arguments import add_delivery_filters, add_paging
+from webhook_service.admin.arguments import (
+    IN_ANY,
+    IN_EVERY,
+    add_app_option,
+    add_delivery_filters,
+    add_paging,
+)
 from webhook_service.admin.command import (
     Context,
     Handler,
@@ -64,14 +70,18 @@ def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     group = commands.add_parser("deliveries", help="delivery history, attempts and retries")
     actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    def action(name: str, handler: Handler, text: str) -> argparse.ArgumentParser:
-        return add_action(actions, common, name, handler, text)
+    def action(name: str, handler: Handler, text: str, without: str) -> argparse.ArgumentParser:
+        parser = add_action(actions, common, name, handler, text)
+        add_app_option(parser, without)
+        return parser
 
-    listing = action("list", list_deliveries, "list deliveries, newest first, with filters")
+    listing = action(
+        "list", list_deliveries, "list deliveries, newest first, with filters", IN_EVERY
+    )
     add_delivery_filters(listing, history=True)
     add_paging(listing)
 
-    show = action("show", show_delivery, "a delivery and its attempts")
+    show = action("show", show_delivery, "a delivery and its attempts", IN_ANY)
     show.add_argument("delivery_id", metavar="DELIVERY_ID")
     show.add_argument(
         "--headers", action="store_true",
@@ -82,6 +92,8 @@ def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     retry = action(
         "retry", retry_deliveries,
         "retry one delivery now, or (with filters, no id) every delivery they match",
+        "default: one by id, whichever it belongs to; with filters, every application "
+        "the key may see",
     )  # fmt: skip
     retry.add_argument("delivery_id", nargs="?", metavar="DELIVERY_ID")
     add_delivery_filters(retry, history=False)

@@ -64,6 +64,28 @@ def endpoint_state(endpoint: dict[str, Any]) -> str:
     return f"disabled ({reason})" if reason else "disabled"
 
 
+def application(record: dict[str, Any]) -> str:
+    """The application an endpoint, event or delivery belongs to; none: an operational
+    event's (the operator's), or an API that predates applications."""
+    return record.get("application") or NOTHING
+
+
+def channels(record: dict[str, Any]) -> str:
+    """An endpoint's or an event's channels; none: an endpoint takes every event of its
+    types, an event reaches only endpoints without channels."""
+    listed = record.get("channels")
+    return ", ".join(listed) if listed else NOTHING
+
+
+def metadata(app: dict[str, Any]) -> str:
+    pairs = app.get("metadata") or {}
+    return ", ".join(f"{key}={value}" for key, value in pairs.items()) if pairs else NOTHING
+
+
+def rate(per_second: float | None) -> str:
+    return NOTHING if per_second is None else f"{per_second:g}/s"
+
+
 def event_types(endpoint: dict[str, Any]) -> str:
     types = endpoint.get("event_types")
     return ", ".join(types) if types else "all"

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from webhook_service.admin import views
-from webhook_service.admin.arguments import add_paging, instant
+from webhook_service.admin.arguments import add_app_option, add_paging, instant
 from webhook_service.admin.command import (
     Context,
     Handler,
@@ -46,6 +46,8 @@ async def create_endpoint(ctx: Context) -> None:
         fields["rate_limit"] = args.rate_limit
     if args.header:
         fields["headers"] = dict(args.header)
+    if args.channels:
+        fields["channels"] = args.channels
     created = await ctx.api.create_endpoint(fields)
     ctx.out.show(created, lambda: views.endpoint_fields(created))
 
@@ -80,7 +82,9 @@ def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     def action(name: str, handler: Handler, text: str) -> argparse.ArgumentParser:
-        return add_action(actions, common, name, handler, text)
+        parser = add_action(actions, common, name, handler, text)
+        add_app_option(parser)
+        return parser
 
     listing = action("list", list_endpoints, "list endpoints, newest first")
     add_paging(listing)
@@ -96,6 +100,10 @@ def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     create.add_argument("--rate-limit", type=float, metavar="PER_SECOND")
     create.add_argument("--header", type=_header, action="append", metavar="NAME=VALUE")
     create.add_argument("--disabled", action="store_true", help="create it disabled")
+    create.add_argument(
+        "--channel", dest="channels", action="append", metavar="CHANNEL",
+        help="repeat; it then receives only the events that carry one of them",
+    )  # fmt: skip
 
     for name, handler, text in (
         ("show", show_endpoint, "one endpoint"),

@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 
 from webhook_service.admin import views
-from webhook_service.admin.arguments import add_paging, instant
-from webhook_service.admin.command import Context, Handler, Subcommands, add_action
+from webhook_service.admin.arguments import IN_ANY, IN_EVERY, add_app_option, add_paging, instant
+from webhook_service.admin.command import Context, Handler, Subcommands, UsageError, add_action
 from webhook_service.client.aio import AsyncWebhookClient
 
 
@@ -33,10 +33,24 @@ def payload(text: str) -> dict[str, Any]:
     return data
 
 
+# The producer client always names the application; this is the default one's uid.
+DEFAULT_APP = "default"
+
+
 async def send_event(ctx: Context) -> None:
+    args = ctx.args
+    if args.create_as is not None and args.app is None:
+        raise UsageError("--create-as names the application --app (a uid) is to be created as")
     # The producer client: it retries on its own, under one idempotency key.
     async with AsyncWebhookClient(ctx.api.base_url, ctx.key) as client:
-        event_id = await client.send(ctx.args.type, ctx.args.data, ctx.args.idempotency_key)
+        event_id = await client.send(
+            args.app or DEFAULT_APP,
+            args.type,
+            args.data,
+            args.idempotency_key,
+            channels=args.channels,
+            create_as=args.create_as,
+        )
     ctx.out.show({"id": event_id}, lambda: event_id)
 
 
@@ -69,28 +83,41 @@ def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     group = commands.add_parser("events", help="send, list, show and replay events")
     actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    def action(name: str, handler: Handler, text: str) -> argparse.ArgumentParser:
-        return add_action(actions, common, name, handler, text)
+    def action(name: str, handler: Handler, text: str, without: str) -> argparse.ArgumentParser:
+        parser = add_action(actions, common, name, handler, text)
+        add_app_option(parser, without)
+        return parser
 
-    send = action("send", send_event, "send an event; prints its id once stored")
+    send = action(
+        "send", send_event, "send an event; prints its id once stored",
+        "default: the default application, uid default; a key bound to another needs --app",
+    )  # fmt: skip
     send.add_argument("type", metavar="TYPE", help="e.g. invoice.paid")
     send.add_argument(
         "data", type=payload, nargs="?", default={}, metavar="DATA",
         help="a JSON object, - for standard input, @FILE for a file (default {})",
     )  # fmt: skip
     send.add_argument("--idempotency-key", help="makes repeating this command safe")
+    send.add_argument(
+        "--channel", dest="channels", action="append", metavar="CHANNEL",
+        help="repeat; only endpoints listing one of them, or none, receive it",
+    )  # fmt: skip
+    send.add_argument(
+        "--create-as", metavar="NAME",
+        help="create the application --app (a uid) with this name if it does not exist",
+    )  # fmt: skip
 
-    listing = action("list", list_events, "list events, newest first, without payloads")
+    listing = action("list", list_events, "list events, newest first, without payloads", IN_EVERY)
     listing.add_argument("--type", help="exactly this event type")
     listing.add_argument("--key-id", help="sent with this API key (its id)")
     listing.add_argument("--since", type=instant, help="ISO 8601, or a span back: 15m, 2h, 7d")
     listing.add_argument("--until", type=instant, help="ISO 8601, or a span back: 15m, 2h, 7d")
     add_paging(listing)
 
-    action("show", show_event, "an event, its data and its deliveries").add_argument(
+    action("show", show_event, "an event, its data and its deliveries", IN_ANY).add_argument(
         "event_id", metavar="EVENT_ID"
     )
-    replay = action("replay", replay_event, "send a stored event again")
+    replay = action("replay", replay_event, "send a stored event again", IN_ANY)
     replay.add_argument("event_id", metavar="EVENT_ID")
     replay.add_argument(
         "--endpoint", dest="endpoint_id", metavar="ENDPOINT_ID",

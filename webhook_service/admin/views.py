@@ -16,13 +16,45 @@ def num(title: str) -> Column:
     return Column(title, right=True)
 
 
-def endpoints_table(endpoints: Sequence[JSON]) -> str:
+def applications_table(applications: Sequence[JSON]) -> str:
     rows = [
-        (e["id"], e["url"], d.endpoint_state(e), d.event_types(e), d.moment(e["created_at"]))
-        for e in endpoints
-    ]
+        (a["id"], a["uid"] or d.NOTHING, a["name"], d.rate(a["rate_limit"]),
+         d.moment(a["created_at"]))
+        for a in applications
+    ]  # fmt: skip
     columns: list[Column | str] = [
         "ID",
+        Column("UID", max_width=40),
+        Column("NAME", max_width=40),
+        num("RATE LIMIT"),
+        "CREATED",
+    ]
+    return render(columns, rows)
+
+
+def application_fields(app: JSON) -> str:
+    return render_fields(
+        [
+            ("id", app["id"]),
+            ("name", app["name"]),
+            ("uid", app["uid"] or d.NOTHING),
+            ("metadata", d.metadata(app)),
+            ("rate limit", d.rate(app["rate_limit"])),
+            ("created", d.moment(app["created_at"])),
+            ("updated", d.moment(app["updated_at"])),
+        ]
+    )
+
+
+def endpoints_table(endpoints: Sequence[JSON]) -> str:
+    rows = [
+        (e["id"], d.application(e), e["url"], d.endpoint_state(e), d.event_types(e),
+         d.moment(e["created_at"]))
+        for e in endpoints
+    ]  # fmt: skip
+    columns: list[Column | str] = [
+        "ID",
+        "APPLICATION",
         Column("URL", max_width=50),
         "STATE",
         Column("TYPES", max_width=30),
@@ -34,10 +66,12 @@ def endpoints_table(endpoints: Sequence[JSON]) -> str:
 def endpoint_fields(endpoint: JSON) -> str:
     fields: list[tuple[str, object]] = [
         ("id", endpoint["id"]),
+        ("application", d.application(endpoint)),
         ("url", endpoint["url"]),
         ("description", endpoint["description"] or d.NOTHING),
         ("state", d.endpoint_state(endpoint)),
         ("event types", d.event_types(endpoint)),
+        ("channels", d.channels(endpoint)),
         ("signature", endpoint["signature"]),
         ("rate limit", endpoint["rate_limit"] or d.NOTHING),
         ("headers", d.endpoint_headers(endpoint)),
@@ -55,13 +89,14 @@ def endpoint_fields(endpoint: JSON) -> str:
 def deliveries_table(deliveries: Sequence[JSON]) -> str:
     rows = [
         (
-            x["id"], x["status"], x["attempts"], d.delivery_outcome(x), x["event_type"],
-            x["endpoint_id"], d.moment(x["created_at"]),
+            x["id"], d.application(x), x["status"], x["attempts"], d.delivery_outcome(x),
+            x["event_type"], x["endpoint_id"], d.moment(x["created_at"]),
         )
         for x in deliveries
     ]  # fmt: skip
     columns: list[Column | str] = [
         "ID",
+        "APPLICATION",
         "STATUS",
         num("ATTEMPTS"),
         "LAST",
@@ -76,6 +111,7 @@ def delivery_fields(delivery: JSON) -> str:
     return render_fields(
         [
             ("id", delivery["id"]),
+            ("application", d.application(delivery)),
             ("status", delivery["status"]),
             ("event", f"{delivery['event_id']} ({delivery['event_type']})"),
             ("endpoint", delivery["endpoint_id"]),
@@ -121,7 +157,9 @@ def event_fields(event: JSON) -> str:
     return render_fields(
         [
             ("id", event["id"]),
+            ("application", d.application(event)),
             ("type", event["type"]),
+            ("channels", d.channels(event)),
             ("accepted", d.moment(event["timestamp"])),
             ("deliveries", len(event["deliveries"])),
         ]
@@ -131,13 +169,14 @@ def event_fields(event: JSON) -> str:
 def events_table(events: Sequence[JSON]) -> str:
     rows = [
         (
-            e["id"], e["type"], d.moment(e["timestamp"]), e["key_id"], e["deliveries"],
-            "deleted" if e["payload_deleted"] else "kept",
+            e["id"], d.application(e), e["type"], d.moment(e["timestamp"]), e["key_id"],
+            e["deliveries"], "deleted" if e["payload_deleted"] else "kept",
         )
         for e in events
     ]  # fmt: skip
     columns: list[Column | str] = [
         "ID",
+        "APPLICATION",
         Column("TYPE", max_width=40),
         "ACCEPTED",
         "KEY",

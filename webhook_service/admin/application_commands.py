@@ -1,0 +1,139 @@
+"""``webhook-service applications …``: the tenants, each with its own endpoints, events and
+history. List, create, show, update, delete; the other commands act within one with
+``--app``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from webhook_service.admin import views
+from webhook_service.admin.arguments import add_paging, key_value
+from webhook_service.admin.command import (
+    Context,
+    Handler,
+    Subcommands,
+    UsageError,
+    add_action,
+    add_wait_option,
+    follow_job,
+)
+
+APP_HELP = "an application id (app_…) or uid"
+
+
+async def list_applications(ctx: Context) -> None:
+    page = await ctx.api.applications(ctx.args.limit, ctx.args.cursor, ctx.args.uid)
+    ctx.out.show(page, lambda: views.applications_table(page["data"]))
+    ctx.out.next_page(page["next_cursor"])
+
+
+async def create_application(ctx: Context) -> None:
+    args = ctx.args
+    fields: dict[str, Any] = {"name": args.name}
+    if args.uid is not None:
+        fields["uid"] = args.uid
+    if args.metadata:
+        fields["metadata"] = dict(args.metadata)
+    if args.rate_limit is not None:
+        fields["rate_limit"] = args.rate_limit
+    created = await ctx.api.create_application(fields)
+    ctx.out.show(created, lambda: views.application_fields(created))
+
+
+async def show_application(ctx: Context) -> None:
+    application = await ctx.api.application(ctx.args.app_ref)
+    ctx.out.show(application, lambda: views.application_fields(application))
+
+
+def changes(args: argparse.Namespace) -> dict[str, Any]:
+    """The PATCH body ``applications update`` asks for: only what was given; null clears."""
+    fields: dict[str, Any] = {}
+    if args.name is not None:
+        fields["name"] = args.name
+    if args.no_uid:
+        fields["uid"] = None
+    elif args.uid is not None:
+        fields["uid"] = args.uid
+    if args.no_metadata:
+        fields["metadata"] = None
+    elif args.metadata:
+        fields["metadata"] = dict(args.metadata)
+    if args.no_rate_limit:
+        fields["rate_limit"] = None
+    elif args.rate_limit is not None:
+        fields["rate_limit"] = args.rate_limit
+    return fields
+
+
+async def update_application(ctx: Context) -> None:
+    fields = changes(ctx.args)
+    if not fields:
+        raise UsageError("give what to change: --name, --uid, --metadata or --rate-limit")
+    updated = await ctx.api.update_application(ctx.args.app_ref, fields)
+    ctx.out.show(updated, lambda: views.application_fields(updated))
+
+
+async def delete_application(ctx: Context) -> None:
+    answer = await ctx.api.delete_application(ctx.args.app_ref)
+    if "state" in answer:
+        await follow_job(ctx, answer)
+        return
+    ctx.out.show(answer, lambda: f"deleted {ctx.args.app_ref}")
+
+
+def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
+    group = commands.add_parser(
+        "applications", help="list and manage applications (tenants), over the API"
+    )
+    actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def action(name: str, handler: Handler, text: str) -> argparse.ArgumentParser:
+        return add_action(actions, common, name, handler, text)
+
+    listing = action("list", list_applications, "list applications, newest first")
+    listing.add_argument("--uid", help="only the one with this uid")
+    add_paging(listing)
+
+    create = action(
+        "create", create_application,
+        "create an application; sending to its uid with the producer client needs no other step",
+    )  # fmt: skip
+    create.add_argument("name", metavar="NAME", help="what people call it")
+    create.add_argument(
+        "--uid", help="your own id for this customer: [A-Za-z0-9._-], not starting with app_"
+    )
+    create.add_argument(
+        "--metadata", type=key_value, action="append", metavar="KEY=VALUE", help="repeat"
+    )
+    create.add_argument(
+        "--rate-limit", type=float, metavar="PER_SECOND", help="events it may be sent a second"
+    )
+
+    action("show", show_application, "one application").add_argument(
+        "app_ref", metavar="APP", help=APP_HELP
+    )
+
+    update = action("update", update_application, "change an application; only what is given")
+    update.add_argument("app_ref", metavar="APP", help=APP_HELP)
+    update.add_argument("--name")
+    uid = update.add_mutually_exclusive_group()
+    uid.add_argument("--uid")
+    uid.add_argument("--no-uid", action="store_true", help="remove its uid")
+    metadata = update.add_mutually_exclusive_group()
+    metadata.add_argument(
+        "--metadata", type=key_value, action="append", metavar="KEY=VALUE",
+        help="repeat; replaces all of its metadata",
+    )  # fmt: skip
+    metadata.add_argument("--no-metadata", action="store_true", help="remove all its metadata")
+    limit = update.add_mutually_exclusive_group()
+    limit.add_argument("--rate-limit", type=float, metavar="PER_SECOND")
+    limit.add_argument("--no-rate-limit", action="store_true", help="remove its rate limit")
+
+    delete = action(
+        "delete", delete_application,
+        "delete an application: its endpoints, its pending deliveries (failed, "
+        "application_deleted) and, as a job, its history",
+    )  # fmt: skip
+    delete.add_argument("app_ref", metavar="APP", help=APP_HELP)
+    add_wait_option(delete)
