@@ -90,9 +90,10 @@ class Settings(BaseSettings):
     # Requests in flight to one endpoint, across every worker: a slow receiver holds at most
     # this many, so it cannot take all the workers' capacity from the others.
     endpoint_concurrency: int = Field(10, ge=1)
-    # Endpoints there may be in all, which is also the most deliveries one event fans out
-    # to: each event's single ingest step writes one record per subscribed endpoint.
-    max_endpoints: int = Field(1000, ge=1)
+    # Endpoints one application may have, which is also the most deliveries one event fans
+    # out to (only within its application): each event's single ingest step writes one
+    # record per subscribed endpoint.
+    max_endpoints_per_app: int = Field(100, ge=1)
 
     # A lease outlasts the longest send (connect and request timeouts) by this much: the
     # lease's and the record's round trips to Redis, and a busy machine's delays. A worker

@@ -1,5 +1,6 @@
-"""Endpoints: where deliveries go, which event types they take, their sealed secrets and
-their own headers (values sealed too: they often carry the receiver's credentials)."""
+"""Endpoints: where deliveries go, which event types and channels they take, their sealed
+secrets and their own headers (values sealed too: they often carry the receiver's
+credentials). Each belongs to one application for good, and receives only its events."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from redis.exceptions import WatchError
 
 from webhook_service.crypto import SecretBox
 from webhook_service.store import keys
+from webhook_service.store.applications import DEFAULT_APP_ID
 from webhook_service.store.paging import newest_first
 from webhook_service.store.scripts import Scripts
 
@@ -43,6 +45,11 @@ class EndpointRecord:
     operations: bool = False  # receives our operational events
     disabled_reason: str | None = None  # manual, gone (410) or failing
     disabled_at_ms: int | None = None
+    # Its application, set at creation: an update leaves an endpoint in its own. The
+    # default application is a single-tenant deployment's, and the operator's.
+    application: str = DEFAULT_APP_ID
+    # None: every event of its types; otherwise only an event sharing one of these.
+    channels: list[str] | None = None
 
 
 # Rotation keeps the current key and at most this many older ones still in their grace.
@@ -113,8 +120,14 @@ def decode_headers(text: str) -> dict[str, str]:
     return cast(dict[str, str], orjson.loads(text)) if text else {}
 
 
+def encode_channels(channels: Sequence[str] | None) -> str:
+    """An endpoint's channels field: '' for none, else their JSON list, sorted, once each."""
+    return orjson.dumps(sorted(set(channels))).decode() if channels else ""
+
+
 def _from_hash(endpoint_id: str, raw: dict[str, str]) -> EndpointRecord:
     types = raw.get("event_types", "")
+    channels = raw.get("channels", "")
     return EndpointRecord(
         id=endpoint_id,
         url=raw["url"],
@@ -131,25 +144,36 @@ def _from_hash(endpoint_id: str, raw: dict[str, str]) -> EndpointRecord:
         operations=raw.get("operations") == "1",
         disabled_reason=raw.get("disabled_reason") or None,
         disabled_at_ms=int(raw["disabled_at"]) if raw.get("disabled_at") else None,
+        application=raw["app"],
+        channels=orjson.loads(channels) if channels else None,
     )
 
 
 class EndpointLimitReached(Exception):
-    """There are WEBHOOK_MAX_ENDPOINTS endpoints already: one more is refused."""
+    """The application has WEBHOOK_MAX_ENDPOINTS_PER_APP endpoints already: one more is
+    refused."""
+
+
+class ApplicationMissing(Exception):
+    """A new endpoint's application does not exist (the default one is made on its first
+    use): nothing was written."""
 
 
 @dataclass(frozen=True)
 class EndpointSaveArgs:
-    """endpoint_save.lua's arguments, in the order its head names them."""
+    """endpoint_save.lua's arguments, in the order its head names them but for the field
+    pairs, which the script takes last."""
 
     endpoint_id: str
-    max_endpoints: int  # refuse a new endpoint when there are this many; 0: no limit
+    max_endpoints: int  # refuse a new endpoint when its application has this many; 0: none
     fields: Mapping[str, str | int]  # the hash fields to write
+    application: str = DEFAULT_APP_ID  # a new endpoint's (an existing one keeps its own)
 
     def argv(self) -> list[str | int | float]:
         return [
             self.endpoint_id,
             self.max_endpoints,
+            self.application,
             *(item for pair in self.fields.items() for item in pair),
         ]
 
@@ -159,7 +183,10 @@ class SaveOutcome(StrEnum):
 
     CREATED = "created"
     UPDATED = "updated"
-    LIMIT_REACHED = "limit_reached"  # a new endpoint would pass the limit: nothing written
+    # A new endpoint would pass its application's limit: nothing written.
+    LIMIT_REACHED = "limit_reached"
+    # A new endpoint's application does not exist (nor is it the default): nothing written.
+    NO_APP = "no_app"
 
 
 @dataclass(frozen=True)
@@ -192,10 +219,12 @@ class EndpointStore:
     async def save(
         self, record: EndpointRecord, *, creating: bool, max_endpoints: int = 0
     ) -> SaveOutcome:
-        """Write the endpoint: CREATED or UPDATED, as the store found it. Secrets and the
-        enabled state only on creation: later they change by their own atomic steps, so an
-        update never undoes a rotation or a disable. A new endpoint is refused
-        (EndpointLimitReached) when there are ``max_endpoints`` already (0: no limit)."""
+        """Write the endpoint: CREATED or UPDATED, as the store found it. Secrets, the
+        enabled state and the application only on creation: later the first two change by
+        their own atomic steps, so an update never undoes a rotation or a disable. A new
+        endpoint is refused when its application has ``max_endpoints`` already (0: no
+        limit; EndpointLimitReached) or does not exist (ApplicationMissing); the default
+        application is created on its first use."""
         types = (
             ""
             if record.event_types is None
@@ -212,6 +241,7 @@ class EndpointStore:
             "headers": encode_headers(record.sealed_headers),
             "rate_limit": "" if record.rate_limit is None else repr(record.rate_limit),
             "operations": "1" if record.operations else "0",
+            "channels": encode_channels(record.channels),
         }
         if creating:
             fields["secrets"] = encode_secrets(record.secrets)
@@ -219,10 +249,12 @@ class EndpointStore:
             if record.disabled:
                 fields["disabled_reason"] = "manual"
                 fields["disabled_at"] = record.created_ms
-        args = EndpointSaveArgs(record.id, max_endpoints, fields)
+        args = EndpointSaveArgs(record.id, max_endpoints, fields, record.application)
         saved = SaveOutcome(await self._scripts.run("endpoint_save", args.argv()))
         if saved is SaveOutcome.LIMIT_REACHED:
             raise EndpointLimitReached(max_endpoints)
+        if saved is SaveOutcome.NO_APP:
+            raise ApplicationMissing(record.application)
         return saved
 
     async def set_disabled(self, endpoint_id: str, disabled: bool, now_ms: int) -> bool:
@@ -271,9 +303,12 @@ class EndpointStore:
         found: int = await self._scripts.run("endpoint_delete", args.argv())
         return found == 1
 
-    async def page(self, limit: int, cursor: str | None) -> tuple[list[EndpointRecord], str | None]:
-        """Newest first; the cursor is the last id of the previous page."""
+    async def page(
+        self, limit: int, cursor: str | None, application: str
+    ) -> tuple[list[EndpointRecord], str | None]:
+        """One application's endpoints, newest first; the cursor is the last id of the
+        previous page."""
         found, next_cursor = await newest_first(
-            self._redis, keys.ENDPOINTS, keys.endpoint(""), limit, cursor
+            self._redis, keys.app_endpoints(application), keys.endpoint(""), limit, cursor
         )
         return [_from_hash(endpoint_id, raw) for endpoint_id, raw in found], next_cursor

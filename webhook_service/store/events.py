@@ -10,16 +10,20 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal, cast
 
+import orjson
 from redis.asyncio import Redis
 
 from webhook_service.ids import event_deliveries, id_time_ms, new_id
 from webhook_service.store import keys
+from webhook_service.store.applications import DEFAULT_APP_ID, DEFAULT_APPLICATION, NewApplication
 from webhook_service.store.scripts import Scripts
 
 
 @dataclass(frozen=True)
 class IdempotencyClaim:
-    key_id: str  # the caller's API key id: keys are scoped to the caller
+    # The caller's API key id: keys are scoped to the caller, and to the event's
+    # application (IngestArgs.app_id), which names the record with it.
+    key_id: str
     key: str
     fingerprint: str
     ttl_s: int
@@ -48,6 +52,11 @@ class IngestOutcome(StrEnum):
     IN_FLIGHT = "in_flight"  # the key's first request is not answered yet (strict durability)
     # The log outbox holds `backlog_max` records; nothing was stored.
     BACKLOG_FULL = "backlog_full"
+    # The application does not exist and none was to be created (or its uid was taken
+    # meanwhile by another): nothing was stored.
+    NO_APP = "no_app"
+    # The application is over its rate_limit: nothing was stored; Accepted.retry_after_ms.
+    THROTTLED = "throttled"
 
 
 @dataclass(frozen=True)
@@ -64,19 +73,32 @@ class IngestArgs:
     idempotency: IdempotencyClaim | None
     wakeup: InlineWakeup | None
     backlog_max: int
+    app_id: str  # always an id (the API resolves uids)
+    channels: tuple[str, ...]
+    # Made in the same step when app_id does not exist; the default application always is.
+    create_app: NewApplication | None
+
+    def __post_init__(self) -> None:
+        if self.create_app is not None and self.create_app.id != self.app_id:
+            raise ValueError(f"create_app {self.create_app.id} is not app_id {self.app_id}")
 
     def argv(self) -> list[str | int | float]:
         idem, wake = self.idempotency, self.wakeup
         claim = (
-            (keys.idempotency(idem.key_id, idem.key), idem.fingerprint, idem.ttl_s, idem.state,
-             idem.until_ms)
+            (keys.idempotency(self.app_id, idem.key_id, idem.key), idem.fingerprint,
+             idem.ttl_s, idem.state, idem.until_ms)
             if idem else ("", "", 0, "", 0)
         )  # fmt: skip
+        create = self.create_app
+        if create is None and self.app_id == DEFAULT_APP_ID:
+            create = DEFAULT_APPLICATION
+        channels = orjson.dumps(sorted(set(self.channels))).decode() if self.channels else ""
         return [
             self.now_ms, self.event_id, self.event_type, self.body, self.key_id, *claim,
             self.budget, self.grace_ms,
             *((wake.queue, wake.template, wake.batch) if wake else ("", "", 0)),
-            idem.key if idem else "", self.backlog_max,
+            idem.key if idem else "", self.backlog_max, self.app_id, channels,
+            *((create.name, create.uid or "") if create else ("", "")),
         ]  # fmt: skip
 
 
@@ -89,12 +111,13 @@ class Accepted:
     delivery_ids: tuple[str, ...] = ()  # the pending ones
     fanout: int = 0
     woken: bool = False  # their wake-ups are queued already (InlineWakeup)
+    retry_after_ms: int = 0  # THROTTLED: when the application's limit takes one more
 
     @classmethod
     def parse(cls, reply: list[Any], args: IngestArgs) -> Accepted:
         """ingest.lua's reply: {'created', ids, pending ids}, {'replay', event id, type,
-        created ms, fanout} or {why}. A created event is the one ``args`` describe, which
-        the script does not send back."""
+        created ms, fanout}, {'throttled', ms} or {why}. A created event is the one
+        ``args`` describe, which the script does not send back."""
         outcome = IngestOutcome(reply[0])
         if outcome is IngestOutcome.CREATED:
             # Only pending deliveries need a worker; a disabled endpoint's wait for recovery.
@@ -104,6 +127,8 @@ class Accepted:
             )  # fmt: skip
         if outcome is IngestOutcome.REPLAY:
             return cls(outcome, reply[1], reply[2], int(reply[3]), (), int(reply[4]))
+        if outcome is IngestOutcome.THROTTLED:
+            return cls(outcome, retry_after_ms=int(reply[1]))
         return cls(outcome)
 
 
@@ -113,8 +138,8 @@ class ReplayOutcome(StrEnum):
     OK = "ok"
     MISSING = "missing"  # no such event, or one sent with another key than the sender's
     NO_PAYLOAD = "no_payload"  # its payload was expunged
-    NO_ENDPOINT = "no_endpoint"  # the endpoint named does not exist
-    NOT_SUBSCRIBED = "not_subscribed"  # it does not take the event's type
+    NO_ENDPOINT = "no_endpoint"  # the endpoint named does not exist in the event's application
+    NOT_SUBSCRIBED = "not_subscribed"  # it does not take the event's type, or its channels
     ENDPOINT_DISABLED = "endpoint_disabled"
 
 
@@ -131,11 +156,14 @@ class ReplayArgs:
     grace_ms: int
     endpoint_id: str | None  # None: every endpoint subscribed now
     sender: str | None  # the API key id the event must have been sent with; None: any
+    # The event's channels, which Redis lets go of after its fan-out (the log has them).
+    channels: tuple[str, ...]
 
     def argv(self) -> list[str | int | float]:
         return [
             self.now_ms, self.event_id, self.part, self.budget, self.grace_ms,
             self.endpoint_id or "", self.sender or "",
+            orjson.dumps(sorted(set(self.channels))).decode() if self.channels else "",
         ]  # fmt: skip
 
 
@@ -214,16 +242,26 @@ class EventStore:
         idempotency: IdempotencyClaim | None,
         wakeup: InlineWakeup | None,
         backlog_max: int,
+        app_id: str = DEFAULT_APP_ID,
+        channels: tuple[str, ...] = (),
+        create_app: NewApplication | None = None,
     ) -> Accepted:
+        """Store the event in ``app_id`` and fan it out to that application's endpoints
+        that take its type and channels. ``create_app`` is made with it when ``app_id``
+        does not exist, as the default application always is; another missing one is
+        NO_APP. The
+        application's rate_limit answers THROTTLED, after the idempotency check (a repeat
+        is never throttled). ``app_id`` defaults to the default application: the one of a
+        caller bound to none."""
         args = IngestArgs(
             now_ms, event_id, event_type, body, key_id, budget, grace_ms, idempotency, wakeup,
-            backlog_max,
+            backlog_max, app_id, channels, create_app,
         )  # fmt: skip
         return Accepted.parse(await self._scripts.run("ingest", args.argv()), args)
 
-    async def settle_idempotency(self, claim: IdempotencyClaim) -> None:
+    async def settle_idempotency(self, claim: IdempotencyClaim, *, app_id: str) -> None:
         """The first request finished: later ones with the same key replay it."""
-        await self._redis.hset(keys.idempotency(claim.key_id, claim.key), "state", "done")
+        await self._redis.hset(keys.idempotency(app_id, claim.key_id, claim.key), "state", "done")
 
     async def get(self, event_id: str) -> EventRecord | None:
         raw = cast(dict[str, str], await self._redis.hgetall(keys.event(event_id)))
@@ -248,11 +286,15 @@ class EventStore:
         grace_ms: int,
         *,
         sender: str | None,
+        channels: tuple[str, ...] = (),
     ) -> Replayed:
-        """New deliveries of a stored event: to every endpoint subscribed now, or to one
-        that is. ``sender``: only an event sent with this API key id counts (None: any)."""
+        """New deliveries of a stored event: to every endpoint of its application that
+        takes it now, or to one that does. ``sender``: only an event sent with this API key
+        id counts (None: any). ``channels``: the event's, as the log has them (Redis does
+        not keep them); with none given it reaches only endpoints without channels, never
+        one it would not have reached when it was sent."""
         part = new_id("dlv", now_ms).partition("_")[2]
-        args = ReplayArgs(now_ms, event_id, part, budget, grace_ms, endpoint_id, sender)
+        args = ReplayArgs(now_ms, event_id, part, budget, grace_ms, endpoint_id, sender, channels)
         return Replayed.parse(await self._scripts.run("replay", args.argv()))
 
     async def expunge_payload(self, event_id: str, now_ms: int, *, sender: str | None) -> Expunged:

@@ -13,23 +13,35 @@ endpoint:{ep}              hash   url, description, event_types (JSON), disabled
                                   sealed), rate_limit, operations, secrets (encrypted
                                   JSON), created, updated, failing_since, troubled,
                                   seq (its sequence number, which its delivery ids end
-                                  with)
-endpoints                  zset   every endpoint id (score 0, ordered by id = time)
+                                  with), app (its application, for good), channels
+                                  ('' = none, else a JSON list: sorted, at most 10)
+endpoints                  zset   every endpoint id of every application (score 0,
+                                  ordered by id = time): operator views, migrate
 endpoints:seq              str    the last endpoint sequence number given (INCR)
 endpoints:seqs             hash   delivery id tail -> endpoint id, for every endpoint,
                                   deleted ones too: its sequence number (ids.seq_tail),
                                   and the id body the deliveries of one made before those
                                   end with (schema 2 wrote them; migrate mapped them)
-sub:type:{type}            set    endpoints subscribed to one event type
-sub:all                    set    endpoints that take every type
-sub:ops                    set    operations endpoints: they get our operational events
+app:{app}                  hash   an application (store/applications.py): name, uid
+                                  ('' = none), metadata (JSON object, '' = {}),
+                                  rate_limit (events/s, '' = none), created, updated
+app:{app}:endpoints        zset   the application's endpoint ids (score 0); its ZCARD is
+                                  what WEBHOOK_MAX_ENDPOINTS_PER_APP limits
+apps                       zset   every application id (score 0, ordered by id = time)
+apps:uid                   hash   uid -> application id: a uid names one application
+sub:type:{app}:{type}      set    the application's endpoints subscribed to one type
+sub:all:{app}              set    the application's endpoints that take every type
+sub:ops                    set    operations endpoints (of the default application, which
+                                  the API enforces): they get our operational events
 inflight:{ep}              zset   deliveries being sent to one endpoint, by lease expiry
 parked:{ep}                zset   deliveries waiting for one of those slots to free
 rate:{ep}                  str    the endpoint's rate limiter state (GCRA arrival time)
 backlog:{ep}               str    how many of the endpoint's deliveries are pending
 event:{msg}                hash   type, created (ms) (**), body (the exact bytes we sign),
-                                  key (producer key id), dlvs (delivery ids, comma list;
-                                  one starting with the event's body as its tail only,
+                                  key (producer key id), app (its application; '' for
+                                  our operational events, which belong to none), dlvs
+                                  (delivery ids, comma list; one starting with the
+                                  event's body as its tail only,
                                   ids.event_deliveries), live (how many of them Redis
                                   still holds: the event leaves with the last, release.lua),
                                   expunged (ms the body was deleted, then no body)
@@ -63,8 +75,9 @@ wakeup:{queue}             hash   the newest wake-up the ingest script queued th
 wakeup:more:{task}         list   the ids that joined that wake-up while it waited; the
                                   lease that takes the wake-up takes them (expires after a
                                   day, should the wake-up be lost: the due set has them)
-idem:{key}:{idempotency}   hash   state, hash, event, until, fanout (the event's delivery
-                                  count, for the replayed answer); expires with the window
+idem:{app}:{key}:{idem}    hash   state, hash, event, until, fanout (the event's delivery
+                                  count, for the replayed answer), one per application,
+                                  API key and idempotency key; expires with the window
 lock:scheduler             str    the token of the scheduler that may act
 lock:tick                  str    the token of the POST /v1/cron/tick run in progress
 job:{job}                  hash   a bulk retry or recovery: kind, filter, statuses, cursor,
@@ -79,7 +92,8 @@ log:release                zset   finished deliveries (and events that fanned ou
                                   one) whose log records are committed, scored by the ms
                                   they may leave Redis (WEBHOOK_HOT_SECONDS on): release.lua
 limit:{name}               str    a generic rate limiter's state (GCRA arrival time), e.g.
-                                  limit:apikey:{id} for a key's ingest limit
+                                  limit:apikey:{id} for a key's ingest limit, and
+                                  limit:app:{app} for an application's (ingest.lua)
 apikey:{id}                hash   name, scopes (comma list), rate_limit, created, digest
                                   (HMAC-SHA256 of the key under the pepper; never the key)
 apikeys                    zset   every API key id (score 0, ordered by id = time)
@@ -118,7 +132,8 @@ QUEUE_RETRY = "whs.retries"
 ENDPOINTS = PREFIX + "endpoints"
 ENDPOINT_SEQ = PREFIX + "endpoints:seq"
 ENDPOINT_SEQS = PREFIX + "endpoints:seqs"
-SUB_ALL = PREFIX + "sub:all"
+APPS = PREFIX + "apps"
+APPS_UID = PREFIX + "apps:uid"
 SUB_OPS = PREFIX + "sub:ops"
 DUE = PREFIX + "due"
 METRICS = PREFIX + "metrics"
@@ -163,8 +178,13 @@ LUA_KEYS = {
     "endpoints": ENDPOINTS,
     "endpoint_seq": ENDPOINT_SEQ,
     "endpoint_seqs": ENDPOINT_SEQS,
+    "app": PREFIX + "app:",
+    "app_endpoints_suffix": ":endpoints",
+    "apps": APPS,
+    "apps_uid": APPS_UID,
     "sub_type": PREFIX + "sub:type:",
-    "sub_all": SUB_ALL,
+    "sub_type_infix": ":",
+    "sub_all": PREFIX + "sub:all:",
     "sub_ops": SUB_OPS,
     "inflight": PREFIX + "inflight:",
     "parked": PREFIX + "parked:",
@@ -181,6 +201,7 @@ LUA_KEYS = {
     "wakeup_more": PREFIX + "wakeup:more:",
     "idem": PREFIX + "idem:",
     "limit": PREFIX + "limit:",
+    "app_limit": PREFIX + "limit:app:",
     "outbox": LOG_OUTBOX,
     "release": LOG_RELEASE,
 }
@@ -196,6 +217,26 @@ def event(event_id: str) -> str:
 
 def delivery(delivery_id: str) -> str:
     return LUA_KEYS["delivery"] + delivery_id
+
+
+def app(app_id: str) -> str:
+    return LUA_KEYS["app"] + app_id
+
+
+def app_endpoints(app_id: str) -> str:
+    return app(app_id) + LUA_KEYS["app_endpoints_suffix"]
+
+
+def sub_type(app_id: str, event_type: str) -> str:
+    return f"{LUA_KEYS['sub_type']}{app_id}{LUA_KEYS['sub_type_infix']}{event_type}"
+
+
+def sub_all(app_id: str) -> str:
+    return LUA_KEYS["sub_all"] + app_id
+
+
+def app_limit(app_id: str) -> str:
+    return LUA_KEYS["app_limit"] + app_id
 
 
 def backlog(endpoint_id: str) -> str:
@@ -220,8 +261,8 @@ def endpoint_hour(endpoint_id: str, hour: int) -> str:
 WINDOW_TTL = {"minute": 2 * 3600, "hour": 26 * 3600, "wakeup_more": 24 * 3600}
 
 
-def idempotency(key_id: str, idempotency_key: str) -> str:
-    return f"{LUA_KEYS['idem']}{key_id}:{idempotency_key}"
+def idempotency(app_id: str, key_id: str, idempotency_key: str) -> str:
+    return f"{LUA_KEYS['idem']}{app_id}:{key_id}:{idempotency_key}"
 
 
 def api_key(key_id: str) -> str:
@@ -268,13 +309,37 @@ def schema2_attempt_field(field: str) -> bool:
     return _SCHEMA2_ATTEMPT_FIELD.fullmatch(field) is not None
 
 
+# Schema 3 had one set of endpoints, no applications: subscriptions sub:type:{type} and
+# sub:all, idempotency records idem:{key}:{idem}. Schema 2 named its records the same way,
+# and history/backfill.py reads them there (its step runs before 3 -> 4). The 3 -> 4 step
+# (store/tenancy_migration.py) moves them all into the default application; it rewrites the
+# log outbox's records not yet shipped into a copy first, which then takes its place.
+SCHEMA3_SUB_ALL = PREFIX + "sub:all"
+SCHEMA3_OUTBOX_COPY = LOG_OUTBOX + ":migrating"
+
+
+def schema3_sub_type(event_type: str) -> str:
+    return LUA_KEYS["sub_type"] + event_type
+
+
 def idempotency_records() -> str:
-    """A SCAN pattern: every idempotency record (``idempotency``)."""
+    """A SCAN pattern: every idempotency record, of schema 3's layout or of today's."""
     return LUA_KEYS["idem"] + "*"
 
 
 def idempotency_key_of(record: str, key_id: str) -> str | None:
-    """The idempotency key as its producer sent it, from the name of its record
-    (``idempotency``) made for the API key ``key_id``; None if it is not one of that key's."""
-    head = idempotency(key_id, "")
+    """The idempotency key as its producer sent it, from the name of a record of schema 3's
+    layout (idem:{key}:{idem}) made for the API key ``key_id``; None if it is not one of that
+    key's."""
+    head = f"{LUA_KEYS['idem']}{key_id}:"
     return record[len(head) :] if record.startswith(head) else None
+
+
+def schema4_idempotency(record: str, app_id: str) -> str | None:
+    """The name a record of schema 3's layout takes in the application ``app_id``; None for
+    one named today's way already. The segment after idem: tells them apart: an application
+    id starts with app_, an API key id never does (key_..., admin)."""
+    rest = record[len(LUA_KEYS["idem"]) :]
+    if not record.startswith(LUA_KEYS["idem"]) or rest.startswith("app_"):
+        return None
+    return f"{LUA_KEYS['idem']}{app_id}:{rest}"

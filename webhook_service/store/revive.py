@@ -27,9 +27,12 @@ class EventRow:
     key_id: str
     body: str | None  # None once expunged
     expunged_ms: int | None
+    application: str | None = None  # None: one of our operational events
 
     def as_lua(self) -> dict[str, object]:
         row: dict[str, object] = {"id": self.id, "type": self.type, "key": self.key_id}
+        if self.application is not None:
+            row["app"] = self.application
         if self.body is not None:
             row["body"] = self.body
         if self.expunged_ms is not None:

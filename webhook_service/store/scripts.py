@@ -1,6 +1,8 @@
 """The Lua scripts, each loaded once with a preamble from ``keys.py``: the key table (``K``),
 the operational event types (``OPS_TYPES``), the log outbox's field names (``LOG``), the
-final delivery states (``FINAL``) and the lifetimes of the endpoint stats windows (``TTL``).
+final delivery states (``FINAL``), the lifetimes of the endpoint stats windows (``TTL``) and
+the default application, which a script creates on its first use (``DEFAULT_APP``, from
+``applications.py``).
 
 Each script's first line is its shebang, which this moves above the preamble: ``#!lua``, or
 ``#!lua flags=allow-oom`` for the steps that carry work already accepted to its end (lease,
@@ -22,6 +24,7 @@ from redis.exceptions import NoScriptError
 
 from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
+from webhook_service.store.applications import DEFAULT_APP_ID, DEFAULT_APP_NAME, DEFAULT_APP_UID
 from webhook_service.store.states import FINAL_STATUSES
 
 NAMES = (
@@ -38,6 +41,7 @@ NAMES = (
     "expunge",
     "release",
     "revive",
+    "app_save",
 )
 
 
@@ -53,6 +57,12 @@ def _outbox_fields() -> str:
 def _final() -> str:
     """states.FINAL_STATUSES as Lua: {["failed"] = true, ...}."""
     return ", ".join(f"[{_lua_string(s)}] = true" for s in sorted(FINAL_STATUSES))
+
+
+def _default_app() -> str:
+    """The default application as Lua: {id = "app_default", uid = ..., name = ...}."""
+    fields = {"id": DEFAULT_APP_ID, "uid": DEFAULT_APP_UID, "name": DEFAULT_APP_NAME}
+    return ", ".join(f"{k} = {_lua_string(v)}" for k, v in fields.items())
 
 
 SHEBANGS = ("#!lua", "#!lua flags=allow-oom")
@@ -74,6 +84,7 @@ def source(name: str) -> str:
             f"local LOG = {{{_outbox_fields()}}}",
             f"local FINAL = {{{_final()}}}",
             f"local TTL = {{{', '.join(f'{k} = {v}' for k, v in keys.WINDOW_TTL.items())}}}",
+            f"local DEFAULT_APP = {{{_default_app()}}}",
             (folder / "common.lua").read_text(),
             body,
         )

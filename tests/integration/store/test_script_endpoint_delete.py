@@ -8,8 +8,10 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.integration.conftest import save_endpoint
+from tests.integration.store.tenants import app_endpoint, new_app
 from webhook_service.ids import seq_tail
 from webhook_service.store import keys
+from webhook_service.store.applications import DEFAULT_APP_ID
 from webhook_service.store.endpoints import EndpointDeleteArgs, EndpointStore
 from webhook_service.store.scripts import Scripts
 from webhook_service.timeutil import now_ms
@@ -38,9 +40,25 @@ async def test_an_endpoint_goes_with_its_keys_and_subscriptions(client: Redis) -
 
     assert await EndpointStore(client, scripts).delete(endpoint_id) is True
     assert not await client.exists(keys.endpoint(endpoint_id), keys.SUB_OPS, *own)
-    assert await client.smembers(keys.LUA_KEYS["sub_type"] + TYPE) == {other}
+    assert await client.smembers(keys.sub_type(DEFAULT_APP_ID, TYPE)) == {other}
     assert await client.zrange(keys.ENDPOINTS, 0, -1) == [other]
+    assert await client.zrange(keys.app_endpoints(DEFAULT_APP_ID), 0, -1) == [other]
     assert await client.hget(keys.ENDPOINT_SEQS, seq_tail(1)) == endpoint_id
+
+
+async def test_an_endpoint_leaves_its_applications_sets(client: Redis) -> None:
+    scripts = Scripts(client)
+    app_id = await new_app(client, now_ms())
+    typed = await app_endpoint(scripts, app_id, [TYPE, "delete.two"], now_ms(), ["c"])
+    every = await app_endpoint(scripts, app_id, None, now_ms())
+    store = EndpointStore(client, scripts)
+
+    assert await store.delete(typed) is True
+    assert not await client.exists(keys.sub_type(app_id, TYPE), keys.sub_type(app_id, "delete.two"))
+    assert await client.zrange(keys.app_endpoints(app_id), 0, -1) == [every]
+    assert await store.delete(every) is True
+    assert not await client.exists(keys.sub_all(app_id), keys.app_endpoints(app_id))
+    assert await client.exists(keys.app(app_id))  # the application stays
 
 
 async def test_no_such_endpoint_is_not_found_and_nothing_changes(client: Redis) -> None:
@@ -51,5 +69,9 @@ async def test_no_such_endpoint_is_not_found_and_nothing_changes(client: Redis) 
     assert await store.delete(endpoint_id) is False
     assert await store.delete("ep_nothere") is False
     assert await scripts.run("endpoint_delete", EndpointDeleteArgs("ep_nothere").argv()) == 0
-    # What is left is the sequence counter and the map of the deleted endpoint's tail.
-    assert set(await client.keys("*")) == {keys.ENDPOINT_SEQ, keys.ENDPOINT_SEQS}
+    # What is left is the sequence counter, the map of the deleted endpoint's tail, and its
+    # application, which its first endpoint made.
+    assert set(await client.keys("*")) == {
+        keys.ENDPOINT_SEQ, keys.ENDPOINT_SEQS, keys.app(DEFAULT_APP_ID), keys.APPS,
+        keys.APPS_UID,
+    }  # fmt: skip

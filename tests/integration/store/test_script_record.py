@@ -25,6 +25,7 @@ from webhook_service.store.deliveries import (
     Recorded,
     RecordOutcome,
 )
+from webhook_service.store.endpoints import EndpointRecord, EndpointStore
 from webhook_service.store.events import EventStore
 from webhook_service.store.scripts import Scripts
 
@@ -194,6 +195,30 @@ async def test_gone_disables_the_delivery_and_its_endpoint(client: Redis) -> Non
     assert (disabled["type"], disabled["data"]) == (
         "endpoint.disabled", {"endpoint_id": endpoint_id, "reason": "gone"},
     )  # fmt: skip
+
+
+async def test_an_operational_event_belongs_to_no_application(client: Redis) -> None:
+    scripts = Scripts(client)
+    endpoint_id = await _endpoint(client)
+    # The operator's endpoint: in the default application, its channels narrow only the
+    # application's own events, never ours.
+    at = NOW - 5
+    operator = EndpointRecord(
+        id=new_id("ep", at), url="http://127.0.0.1:9/ops", description="", event_types=[],
+        disabled=False, created_ms=at, updated_ms=at, operations=True, channels=["billing"],
+    )  # fmt: skip
+    await EndpointStore(client, scripts).save(operator, creating=True)
+    (delivery_id,) = await _leased(client)
+
+    await _record(client, delivery_id, AttemptOutcome.GONE, 410)
+
+    (entry,) = [e for e in (await _outbox(client))[1:] if keys.OutboxField.EVENT in e]
+    logged = json.loads(entry[keys.OutboxField.EVENT])
+    assert (logged["type"], logged["app"], "ch" in logged) == ("endpoint.disabled", "", False)
+    assert [row[1] for row in logged["dlv"]] == [operator.id]
+    event = await _hash(client, keys.event(logged["id"]))
+    assert (event["app"], event["key"]) == ("", "system")
+    assert endpoint_id not in {row[1] for row in logged["dlv"]}
 
 
 async def test_stale_when_the_lease_is_not_ours_records_nothing(client: Redis) -> None:

@@ -1,5 +1,6 @@
 """replay.lua through its wrapper (EventStore.replay, ReplayArgs, Replayed): every answer it
-gives, the typed reply, and what it left in Redis."""
+gives, the typed reply, and what it left in Redis; a replay stays within the event's
+application and its channels."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.integration.conftest import save_endpoint
+from tests.integration.store.tenants import app_endpoint, new_app
 from webhook_service.ids import event_deliveries, new_id
 from webhook_service.store import keys
-from webhook_service.store.events import EventStore, Replayed, ReplayOutcome
+from webhook_service.store.applications import DEFAULT_APP_ID
+from webhook_service.store.events import EventStore, ReplayArgs, Replayed, ReplayOutcome
 from webhook_service.store.scripts import Scripts
 
 pytestmark = pytest.mark.integration
@@ -22,21 +25,47 @@ TYPE = "script.replay"
 GRACE_MS = 1000
 
 
-async def _event(client: Redis, key_id: str = "key_1") -> str:
+async def _event(
+    client: Redis,
+    key_id: str = "key_1",
+    *,
+    app_id: str = DEFAULT_APP_ID,
+    channels: tuple[str, ...] = (),
+) -> str:
     event_id = new_id("msg", NOW)
     accepted = await EventStore(client, Scripts(client)).accept(
         event_id=event_id, event_type=TYPE, body="{}", key_id=key_id, now_ms=NOW, budget=3,
         grace_ms=GRACE_MS, idempotency=None, wakeup=None, backlog_max=1_000_000,
+        app_id=app_id, channels=channels,
     )  # fmt: skip
     return accepted.event_id
 
 
 async def _replay(
-    client: Redis, event_id: str, endpoint_id: str | None = None, sender: str | None = None
+    client: Redis,
+    event_id: str,
+    endpoint_id: str | None = None,
+    sender: str | None = None,
+    channels: tuple[str, ...] = (),
 ) -> Replayed:
     return await EventStore(client, Scripts(client)).replay(
-        event_id, endpoint_id, NOW + 50, 5, GRACE_MS, sender=sender
+        event_id, endpoint_id, NOW + 50, 5, GRACE_MS, sender=sender, channels=channels
     )
+
+
+async def _reached(client: Redis, replayed: Replayed) -> set[str]:
+    """The endpoints of the replay just made, as its log record (the outbox's last) names
+    them."""
+    assert replayed.outcome is ReplayOutcome.OK
+    logged = json.loads((await _outbox(client))[-1][keys.OutboxField.REPLAY])
+    assert [row[0] for row in logged["dlv"]] == list(replayed.delivery_ids)
+    return {row[1] for row in logged["dlv"]}
+
+
+def test_the_args_end_with_the_events_channels() -> None:
+    args = ReplayArgs(NOW, "msg_1", "P" * 26, 3, GRACE_MS, None, "key_1", ("b", "a", "b"))
+    assert args.argv() == [NOW, "msg_1", "P" * 26, 3, GRACE_MS, "", "key_1", '["a","b"]']
+    assert ReplayArgs(NOW, "msg_1", "P", 3, 0, "ep_1", None, ()).argv()[5:] == ["ep_1", "", ""]
 
 
 async def _hash(client: Redis, key: str) -> dict[str, str]:
@@ -83,7 +112,9 @@ async def test_ok_makes_new_deliveries_to_every_endpoint_subscribed_now(client: 
     ]  # fmt: skip
     (record,) = (await _outbox(client))[outbox:]
     logged = json.loads(record[keys.OutboxField.REPLAY])
-    assert (logged["ev"], logged["type"], logged["t"]) == (event_id, TYPE, NOW + 50)
+    assert (logged["ev"], logged["type"], logged["t"], logged["app"]) == (
+        event_id, TYPE, NOW + 50, DEFAULT_APP_ID,
+    )  # fmt: skip
     assert {row[1]: row[2] for row in logged["dlv"]} == {
         live: "pending", disabled: "disabled", later: "pending",
     }  # fmt: skip
@@ -137,3 +168,39 @@ async def test_missing_no_payload_and_endpoint_refusals_write_nothing(client: Re
     await _refused(client, disabled, ReplayOutcome.ENDPOINT_DISABLED, size)
     await client.hdel(keys.event(event_id), "body")
     await _refused(client, await _replay(client, event_id), ReplayOutcome.NO_PAYLOAD, size)
+
+
+async def test_a_replay_stays_within_the_events_application(client: Redis) -> None:
+    scripts = Scripts(client)
+    first, second = await new_app(client, NOW - 10), await new_app(client, NOW - 9)
+    own = await app_endpoint(scripts, first, [TYPE], NOW - 8)
+    theirs = await app_endpoint(scripts, second, [TYPE], NOW - 7)
+    await save_endpoint(scripts, TYPE, NOW - 6)  # the default application's
+    event_id = await _event(client, app_id=first)
+
+    assert await _reached(client, await _replay(client, event_id)) == {own}
+    # Another application's endpoint is not there for this event, subscribed or not.
+    size = await client.dbsize()
+    await _refused(client, await _replay(client, event_id, theirs), ReplayOutcome.NO_ENDPOINT, size)
+    assert (await _replay(client, event_id, own)).outcome is ReplayOutcome.OK
+    logged = json.loads((await _outbox(client))[-1][keys.OutboxField.REPLAY])
+    assert logged["app"] == first
+
+
+async def test_a_replay_takes_the_events_channels(client: Redis) -> None:
+    scripts = Scripts(client)
+    app_id = await new_app(client, NOW - 10)
+    plain = await app_endpoint(scripts, app_id, [TYPE], NOW - 9)
+    on_a = await app_endpoint(scripts, app_id, [TYPE], NOW - 8, ["a"])
+    on_b = await app_endpoint(scripts, app_id, None, NOW - 7, ["b"])
+    event_id = await _event(client, app_id=app_id, channels=("a",))
+
+    assert await _reached(client, await _replay(client, event_id, channels=("a",))) == {
+        plain, on_a,
+    }  # fmt: skip
+    # Without them it reaches only endpoints without channels: never one it did not reach.
+    assert await _reached(client, await _replay(client, event_id)) == {plain}
+    size = await client.dbsize()
+    other = await _replay(client, event_id, on_b, channels=("a",))
+    await _refused(client, other, ReplayOutcome.NOT_SUBSCRIBED, size)
+    assert (await _replay(client, event_id, on_a, channels=("a",))).outcome is ReplayOutcome.OK

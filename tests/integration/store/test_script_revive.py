@@ -14,6 +14,7 @@ from redis.asyncio import Redis
 from tests.integration.conftest import save_endpoint
 from webhook_service.ids import delivery_id, new_id
 from webhook_service.store import keys
+from webhook_service.store.applications import DEFAULT_APP_ID
 from webhook_service.store.revive import DeliveryRow, EventRow, Revival, Revived, revive
 from webhook_service.store.scripts import Scripts
 
@@ -31,12 +32,15 @@ async def _endpoint(client: Redis) -> tuple[str, int]:
 def test_the_args_are_the_times_then_the_rows_as_json() -> None:
     revival = Revival(
         NOW, GRACE, HOT,
-        [EventRow("msg_a", TYPE, "key_1", "{}", None), EventRow("msg_b", TYPE, "key_1", None, 7)],
+        [
+            EventRow("msg_a", TYPE, "key_1", "{}", None, "app_1"),
+            EventRow("msg_b", TYPE, "key_1", None, 7),
+        ],
         [DeliveryRow("dlv_a", "msg_a", 2)],
     )  # fmt: skip
     assert revival.argv() == [
         NOW, GRACE, HOT,
-        '[{"id":"msg_a","type":"revive.one","key":"key_1","body":"{}"},'
+        '[{"id":"msg_a","type":"revive.one","key":"key_1","app":"app_1","body":"{}"},'
         '{"id":"msg_b","type":"revive.one","key":"key_1","expunged":7}]',
         '[{"id":"dlv_a","event":"msg_a","attempts":2}]',
     ]  # fmt: skip
@@ -48,13 +52,14 @@ async def test_an_absent_delivery_is_revived_and_a_present_one_left(client: Redi
     absent, present = delivery_id(event_id, endpoint_id, seq), delivery_id(event_id, "ep_x", 9)
     await client.hset(keys.delivery(present), mapping={"status": "succeeded", "attempts": 1})
     revival = Revival(
-        NOW, GRACE, HOT, [EventRow(event_id, TYPE, "key_1", '{"a":1}', None)],
+        NOW, GRACE, HOT, [EventRow(event_id, TYPE, "key_1", '{"a":1}', None, DEFAULT_APP_ID)],
         [DeliveryRow(absent, event_id, 1), DeliveryRow(present, event_id, 1)],
     )  # fmt: skip
 
     assert await revive(Scripts(client), revival) == [Revived.OK, Revived.PRESENT]
     assert await client.hgetall(keys.event(event_id)) == {
-        "type": TYPE, "key": "key_1", "body": '{"a":1}', "dlvs": "", "live": "1",
+        "type": TYPE, "key": "key_1", "app": DEFAULT_APP_ID, "body": '{"a":1}', "dlvs": "",
+        "live": "1",
     }  # fmt: skip
     assert await client.zscore(keys.LOG_RELEASE, event_id) == NOW + HOT
     # Its id names its event and endpoint: the hash leaves both out (keys.py).
@@ -80,14 +85,16 @@ async def test_an_event_redis_holds_is_left_and_an_expunged_one_comes_back_bodil
     held, expunged = new_id("msg", NOW), new_id("msg", NOW)
     await client.hset(keys.event(held), mapping={"type": TYPE, "key": "key_1", "live": 3})
     events = [
-        EventRow(held, TYPE, "key_2", "{}", None),
+        EventRow(held, TYPE, "key_2", "{}", None, DEFAULT_APP_ID),
         EventRow(expunged, TYPE, "key_1", None, NOW - 1),
     ]
     # No deliveries: an empty reply.
     assert await revive(scripts, Revival(NOW, 0, HOT, events)) == []
     assert await client.hgetall(keys.event(held)) == {"type": TYPE, "key": "key_1", "live": "3"}
+    # No application: one of our operational events.
     assert await client.hgetall(keys.event(expunged)) == {
-        "type": TYPE, "key": "key_1", "dlvs": "", "live": "0", "expunged": str(NOW - 1),
+        "type": TYPE, "key": "key_1", "app": "", "dlvs": "", "live": "0",
+        "expunged": str(NOW - 1),
     }  # fmt: skip
     assert await client.zrange(keys.LOG_RELEASE, 0, -1) == [expunged]
 

@@ -113,15 +113,17 @@ async def _saved_fields(record: EndpointRecord, *, creating: bool = True) -> dic
     await _store(_FakeRedis(), scripts).save(record, creating=creating)
     [(name, args)] = scripts.calls
     assert name == "endpoint_save"
-    assert args[:2] == [record.id, 0]  # no limit on endpoints
-    pairs = args[2:]
+    assert args[:3] == [record.id, 0, record.application]  # no limit on endpoints
+    pairs = args[3:]
     return {str(k): str(v) for k, v in zip(pairs[::2], pairs[1::2], strict=True)}
 
 
 async def _round_trip(record: EndpointRecord) -> EndpointRecord:
     """Save through the endpoint_save arguments, read back through get()."""
     redis = _FakeRedis()
-    redis.hashes[keys.endpoint(record.id)] = await _saved_fields(record)
+    # A new endpoint's application is the script's to write, from its own argument.
+    fields = await _saved_fields(record)
+    redis.hashes[keys.endpoint(record.id)] = {**fields, "app": record.application}
     got = await _store(redis, _FakeScripts()).get(record.id)
     assert got is not None
     return got
@@ -162,6 +164,21 @@ async def test_headers_rate_limit_and_operations_round_trip(box: SecretBox) -> N
     record.rate_limit = 2.5
     record.operations = True
     assert await _round_trip(record) == record
+
+
+async def test_the_application_and_channels_round_trip(box: SecretBox) -> None:
+    record = _record(["a"], box)
+    record.application, record.channels = "app_01JDZ0000000000000000000000", ["x", "y"]
+    assert await _round_trip(record) == record
+    record.channels = None
+    assert await _round_trip(record) == record
+
+
+async def test_saved_channels_are_sorted_and_unique(box: SecretBox) -> None:
+    record = _record(None, box)
+    assert (await _saved_fields(record))["channels"] == ""
+    record.channels = ["b", "a", "b"]
+    assert (await _saved_fields(record))["channels"] == '["a","b"]'
 
 
 async def test_an_endpoint_created_disabled_says_why(box: SecretBox) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
+from webhook_service.store.applications import DEFAULT_APP_ID, DEFAULT_APP_NAME, DEFAULT_APP_UID
 from webhook_service.store.scripts import NAMES, SHEBANGS, source
 from webhook_service.store.states import FINAL_STATUSES
 
@@ -29,7 +30,7 @@ def _code(file: str) -> str:
 def _preamble(name: str) -> str:
     """Every line between the shebang and common.lua: the key table, the operational event
     types, the unindexed values, the log outbox's fields, the final states, the window
-    lifetimes."""
+    lifetimes, the default application."""
     text = source(name).split("\n", 1)[1]
     return text[: text.index((LUA_DIR / "common.lua").read_text())].rstrip("\n")
 
@@ -139,7 +140,31 @@ def test_python_key_helpers_match_the_lua_templates() -> None:
     assert keys.backlog("ep") == keys.LUA_KEYS["backlog"] + "ep"
     assert keys.endpoint_minute("ep", 7) == f"{keys.LUA_KEYS['ep_stats']}ep:m:7"
     assert keys.endpoint_hour("ep", 7) == f"{keys.LUA_KEYS['ep_stats']}ep:h:7"
-    assert keys.idempotency("k1", "abc") == keys.LUA_KEYS["idem"] + "k1:abc"
+    assert keys.idempotency("app_1", "k1", "abc") == keys.LUA_KEYS["idem"] + "app_1:k1:abc"
     assert keys.LUA_KEYS["due"] == keys.DUE
     assert keys.LUA_KEYS["endpoints"] == keys.ENDPOINTS
-    assert keys.LUA_KEYS["sub_all"] == keys.SUB_ALL
+    assert keys.LUA_KEYS["apps"] == keys.APPS
+    assert keys.LUA_KEYS["apps_uid"] == keys.APPS_UID
+    assert keys.app("app_1") == keys.LUA_KEYS["app"] + "app_1"
+    assert keys.app_endpoints("app_1") == f"{keys.LUA_KEYS['app']}app_1:endpoints"
+    assert keys.sub_type("app_1", "a.b") == f"{keys.LUA_KEYS['sub_type']}app_1:a.b"
+    assert keys.sub_all("app_1") == keys.LUA_KEYS["sub_all"] + "app_1"
+    assert keys.app_limit("app_1") == keys.limit("app:app_1")
+
+
+def test_an_idempotency_record_of_schema_3_is_told_from_one_of_today() -> None:
+    old = keys.LUA_KEYS["idem"] + "key_1:order:1"
+    assert keys.idempotency_key_of(old, "key_1") == "order:1"
+    assert keys.idempotency_key_of(old, "key_2") is None
+    assert keys.schema4_idempotency(old, "app_default") == keys.idempotency(
+        "app_default", "key_1", "order:1"
+    )
+    assert keys.schema4_idempotency(keys.idempotency("app_x", "key_1", "o"), "app_y") is None
+    assert keys.schema4_idempotency(keys.event("msg_1"), "app_y") is None
+
+
+def test_the_preamble_names_the_default_application() -> None:
+    line = _line("record", "local DEFAULT_APP = {")
+    assert dict(re.findall(r'(\w+) = "([^"]*)"', line)) == {
+        "id": DEFAULT_APP_ID, "uid": DEFAULT_APP_UID, "name": DEFAULT_APP_NAME,
+    }  # fmt: skip

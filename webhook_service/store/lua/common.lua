@@ -107,29 +107,77 @@ local function fail_unsent(id, ep, why, now)
   log_state(id)
 end
 
--- An endpoint's event_types field: '' means every type, otherwise a JSON list.
-local function subscription_keys(types_json)
+-- Applications (store/applications.py): each uid names one application (K.apps_uid).
+-- Whether `uid` ('' = none) is free for the application `app`. The default application's
+-- is its own even before it exists, so no tenant takes the name the flat routes act on.
+local function uid_free(app, uid)
+  if uid == '' then return true end
+  if uid == DEFAULT_APP.uid and app ~= DEFAULT_APP.id then return false end
+  local holder = redis.call('HGET', K.apps_uid, uid)
+  return not holder or holder == app
+end
+
+-- A new application, once its uid is found free (uid_free).
+local function create_app(app, name, uid, metadata, rate, created, updated)
+  redis.call('HSET', K.app .. app, 'name', name, 'uid', uid, 'metadata', metadata,
+    'rate_limit', rate, 'created', created, 'updated', updated)
+  redis.call('ZADD', K.apps, 0, app)
+  if uid ~= '' then redis.call('HSET', K.apps_uid, uid, app) end
+end
+
+-- An endpoint's subscriptions, within its application: event_types '' means every type,
+-- otherwise a JSON list.
+local function subscription_keys(app, types_json)
   if types_json == nil or types_json == false or types_json == '' then
-    return {K.sub_all}
+    return {K.sub_all .. app}
   end
   local keys = {}
-  for i, t in ipairs(cjson.decode(types_json)) do keys[i] = K.sub_type .. t end
+  for i, t in ipairs(cjson.decode(types_json)) do
+    keys[i] = K.sub_type .. app .. K.sub_type_infix .. t
+  end
   return keys
 end
 
-local function unsubscribe(id, types_json)
-  for _, k in ipairs(subscription_keys(types_json)) do redis.call('SREM', k, id) end
+local function unsubscribe(app, id, types_json)
+  for _, k in ipairs(subscription_keys(app, types_json)) do redis.call('SREM', k, id) end
 end
 
-local function subscribe(id, types_json)
-  for _, k in ipairs(subscription_keys(types_json)) do redis.call('SADD', k, id) end
+local function subscribe(app, id, types_json)
+  for _, k in ipairs(subscription_keys(app, types_json)) do redis.call('SADD', k, id) end
 end
 
--- One delivery of an event to an endpoint; returns its id and status.
+-- The application's endpoints that take an event of this type.
+local function subscribers(app, etype)
+  return redis.call('SUNION', K.sub_type .. app .. K.sub_type_infix .. etype, K.sub_all .. app)
+end
+
+-- An event's channels (a list) as the set create_delivery filters with; nil (our
+-- operational events, which go to sub_ops by their own flag) filters nothing.
+local function channel_filter(channels)
+  if channels == nil then return nil end
+  local set = {}
+  for _, c in ipairs(channels) do set[c] = true end
+  return set
+end
+
+-- Whether an endpoint (its channels field: '' none, else a JSON list) takes an event: one
+-- without channels takes every event of its types, one with channels only an event that
+-- shares one of them, so an event without channels reaches only endpoints without.
+local function takes(wanted, ep_channels)
+  if wanted == nil or not ep_channels or ep_channels == '' then return true end
+  for _, c in ipairs(cjson.decode(ep_channels)) do
+    if wanted[c] then return true end
+  end
+  return false
+end
+
+-- One delivery of an event to an endpoint; returns its id and status, or nil when the
+-- endpoint's channels leave the event out (takes: `wanted` is channel_filter's).
 -- The id is 'dlv_', part (the event's id body, or a replay's own, 26 characters), then
 -- the endpoint's tail: ids.delivery_id.
-local function create_delivery(now, part, event_id, ep, etype, budget, due_at)
-  local e = redis.call('HMGET', K.endpoint .. ep, 'disabled', 'seq')
+local function create_delivery(now, part, event_id, ep, etype, budget, due_at, wanted)
+  local e = redis.call('HMGET', K.endpoint .. ep, 'disabled', 'seq', 'channels')
+  if not takes(wanted, e[3]) then return nil end
   local id = 'dlv_' .. part .. endpoint_tail(e[2])
   local status = 'pending'
   if e[1] == '1' then status = 'disabled' end
@@ -152,28 +200,36 @@ local function create_delivery(now, part, event_id, ep, etype, budget, due_at)
   return id, status
 end
 
--- Write one event and one delivery per endpoint, and their log record.
+-- Write one event and one delivery per endpoint that takes it, and their log record.
+-- ev: {id, type, body, key (the producer's API key id), idem (its idempotency key, '' for
+-- none), app (its application, '' for our operational events), channels (a list; nil for
+-- our operational events)}.
 -- A disabled endpoint's delivery is kept in status 'disabled' (recover re-sends it later);
 -- the others are due at due_at, the safety net that re-wakes them if the API's wake-up is
--- lost. idem: the producer's idempotency key, or '' for none.
--- Returns every delivery id and the pending ones.
-local function create_event(now, event_id, etype, body, key_id, idem, endpoints, budget, due_at)
-  local event_part = string.sub(event_id, 5)
-  local ids, pending, tails, statuses = {}, {}, {}, {}
-  for i, ep in ipairs(endpoints) do
-    local id, status = create_delivery(now, event_part, event_id, ep, etype, budget, due_at)
-    ids[i] = id
-    tails[i] = string.sub(id, 31)
-    statuses[i] = status
-    if status == 'pending' then pending[#pending + 1] = id end
+-- lost. Returns every delivery id and the pending ones.
+local function create_event(now, ev, endpoints, budget, due_at)
+  local event_part = string.sub(ev.id, 5)
+  local wanted = channel_filter(ev.channels)
+  local ids, pending, tails, reached, statuses = {}, {}, {}, {}, {}
+  for _, ep in ipairs(endpoints) do
+    local id, status = create_delivery(now, event_part, ev.id, ep, ev.type, budget, due_at,
+      wanted)
+    if id then
+      ids[#ids + 1] = id
+      tails[#tails + 1] = string.sub(id, 31)
+      reached[#reached + 1] = ep
+      statuses[#statuses + 1] = status
+      if status == 'pending' then pending[#pending + 1] = id end
+    end
   end
-  local rec = {id = event_id, type = etype, t = now, key = key_id,
-    dlv = delivery_rows(ids, endpoints, statuses)}
-  if idem ~= '' then rec.idem = idem end
-  redis.call('XADD', K.outbox, '*', LOG.event, cjson.encode(rec), LOG.body, body)
-  redis.call('HSET', K.event .. event_id, 'type', etype, 'body', body, 'key', key_id, 'dlvs',
-    table.concat(tails, ','), 'live', #ids)
-  if now ~= id_time(event_id) then redis.call('HSET', K.event .. event_id, 'created', now) end
+  local rec = {id = ev.id, type = ev.type, t = now, key = ev.key, app = ev.app,
+    dlv = delivery_rows(ids, reached, statuses)}
+  if ev.idem ~= '' then rec.idem = ev.idem end
+  if ev.channels and #ev.channels > 0 then rec.ch = ev.channels end
+  redis.call('XADD', K.outbox, '*', LOG.event, cjson.encode(rec), LOG.body, ev.body)
+  redis.call('HSET', K.event .. ev.id, 'type', ev.type, 'body', ev.body, 'key', ev.key, 'app',
+    ev.app, 'dlvs', table.concat(tails, ','), 'live', #ids)
+  if now ~= id_time(ev.id) then redis.call('HSET', K.event .. ev.id, 'created', now) end
   return ids, pending
 end
 
@@ -218,14 +274,15 @@ local function push_wakeups(queue, template, batch, task_prefix, ids)
 end
 
 -- An operational event about our own health (endpoint.disabled, ...): stored like any
--- event and delivered to the operations endpoints, due at once. ctx carries the ids and
--- timestamp the caller prepared, since Lua can make neither.
+-- event and delivered to the operations endpoints, due at once. It belongs to no
+-- application: only the operator sees it. ctx carries the ids and timestamp the caller
+-- prepared, since Lua can make neither.
 local function emit_ops(ctx, etype, data)
   local event_id = table.remove(ctx.ids, 1)
   local body = cjson.encode({type = etype, timestamp = ctx.iso, data = data})
   local endpoints = redis.call('SMEMBERS', K.sub_ops)
-  create_event(ctx.now, event_id, etype, body, 'system', '', endpoints, ctx.budget,
-    ctx.now)
+  create_event(ctx.now, {id = event_id, type = etype, body = body, key = 'system', idem = '',
+    app = ''}, endpoints, ctx.budget, ctx.now)
   return event_id
 end
 

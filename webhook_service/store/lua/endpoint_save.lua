@@ -1,23 +1,43 @@
 #!lua
--- Create or update an endpoint and its subscriptions together. Disabled endpoints stay
--- subscribed: their events are kept as 'disabled' deliveries until a recovery.
+-- Create or update an endpoint and its subscriptions together, within its application.
+-- Disabled endpoints stay subscribed: their events are kept as 'disabled' deliveries until
+-- a recovery.
 -- Keys (none passed as KEYS): K.endpoint .. <ep>, K.endpoints, K.endpoint_seq,
---   K.endpoint_seqs, K.sub_type .. <type>, K.sub_all, K.sub_ops
+--   K.endpoint_seqs, K.app .. <app>, K.app .. <app> .. K.app_endpoints_suffix, K.apps,
+--   K.apps_uid, K.sub_type .. <app> .. K.sub_type_infix .. <type>, K.sub_all .. <app>,
+--   K.sub_ops
 -- ARGV (store/endpoints.py EndpointSaveArgs.argv gives them in this order):
 local id = ARGV[1]                -- the endpoint
-local most = tonumber(ARGV[2])    -- the most endpoints there may be; 0: no limit
--- ARGV[3...]: field/value pairs to write (must include url, event_types and operations)
--- Returns 'created', 'updated', or 'limit_reached' when a new endpoint would pass the limit
--- (and nothing is written): the count is checked here, in the step that adds one, so
--- concurrent creations cannot pass it (store/endpoints.py SaveOutcome).
+local most = tonumber(ARGV[2])    -- the most endpoints its application may have; 0: no limit
+local app = ARGV[3]               -- a new endpoint's application; one that exists stays in
+                                  -- its own
+-- ARGV[4...]: field/value pairs to write (must include url, event_types and operations)
+-- Returns 'created' or 'updated', or, writing nothing, 'limit_reached' when a new endpoint
+-- would pass its application's limit (counted here, in the step that adds one, so
+-- concurrent creations cannot pass it) or 'no_app' when its application does not exist
+-- (the default one is created instead) (store/endpoints.py SaveOutcome).
 local key = K.endpoint .. id
-local old = redis.call('HMGET', key, 'event_types', 'url')
-if not old[2] and most > 0 and redis.call('ZCARD', K.endpoints) >= most then
-  return 'limit_reached'
+local old = redis.call('HMGET', key, 'event_types', 'url', 'app')
+local new_app = false
+if old[2] then
+  app = old[3]
+else
+  if redis.call('EXISTS', K.app .. app) == 0 then
+    if app ~= DEFAULT_APP.id then return 'no_app' end
+    new_app = true
+  end
+  if most > 0 and redis.call('ZCARD', K.app .. app .. K.app_endpoints_suffix) >= most then
+    return 'limit_reached'
+  end
 end
-if old[2] then unsubscribe(id, old[1]) end
+if new_app then
+  local t = redis.call('TIME')
+  local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  create_app(app, DEFAULT_APP.name, DEFAULT_APP.uid, '', '', at, at)
+end
+if old[2] then unsubscribe(app, id, old[1]) end
 local fields = {}
-for i = 3, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
 -- A new endpoint gets the next sequence number, which its delivery ids end with (shorter
 -- than its id), and endpoint_seqs maps that tail back to it, for good (its deliveries
 -- outlive it).
@@ -25,16 +45,19 @@ if not old[2] then
   local seq = redis.call('INCR', K.endpoint_seq)
   fields[#fields + 1] = 'seq'
   fields[#fields + 1] = seq
+  fields[#fields + 1] = 'app'
+  fields[#fields + 1] = app
   redis.call('HSET', K.endpoint_seqs, endpoint_tail(seq), id)
 end
 redis.call('HSET', key, unpack(fields))
 local now = redis.call('HMGET', key, 'event_types', 'operations')
-subscribe(id, now[1])
+subscribe(app, id, now[1])
 if now[2] == '1' then
   redis.call('SADD', K.sub_ops, id)
 else
   redis.call('SREM', K.sub_ops, id)
 end
 redis.call('ZADD', K.endpoints, 0, id)
+redis.call('ZADD', K.app .. app .. K.app_endpoints_suffix, 0, id)
 if old[2] then return 'updated' end
 return 'created'

@@ -1,10 +1,14 @@
 #!lua
--- Accept one event: check its idempotency key, write the event, one delivery per matching
--- endpoint, their due entries and log record, and the idempotency record, or nothing.
--- Keys (none passed as KEYS): K.idem .. <key id>:<idempotency key> (whole, in ARGV),
---   K.outbox, K.sub_type .. <type>, K.sub_all, K.endpoint .. <ep>, K.delivery .. <dlv>,
---   K.backlog .. <ep>, K.due, K.event .. <msg>, K.metrics, K.wakeup .. <queue>,
---   K.wakeup_more .. <task>, and the wake queue itself (a Celery list, named in ARGV)
+-- Accept one event into its application: check that the application exists (or create it),
+-- the idempotency key, the application's rate limit and the log's backlog, then write the
+-- event, one delivery per endpoint of the application that takes its type and channels,
+-- their due entries and log record, and the idempotency record, or nothing.
+-- Keys (none passed as KEYS): K.app .. <app>, K.apps, K.apps_uid, K.app_limit .. <app>,
+--   K.idem .. <app>:<key id>:<idempotency key> (whole, in ARGV), K.outbox,
+--   K.sub_type .. <app> .. K.sub_type_infix .. <type>, K.sub_all .. <app>,
+--   K.endpoint .. <ep>, K.delivery .. <dlv>, K.backlog .. <ep>, K.due, K.event .. <msg>,
+--   K.metrics, K.wakeup .. <queue>, K.wakeup_more .. <task>, and the wake queue itself (a
+--   Celery list, named in ARGV)
 -- ARGV (store/events.py IngestArgs.argv gives them in this order):
 local now = tonumber(ARGV[1])
 local event_id = ARGV[2]
@@ -26,8 +30,19 @@ local idem_sent = ARGV[16]            -- the idempotency key as the producer sen
 local backlog_max = tonumber(ARGV[17])  -- outbox records past which a new event is refused:
                                         -- the log's database is behind, and Redis must not
                                         -- fill with what it has not taken
--- Returns {'created', ids, pending ids}, {'replay', event id, type, created ms, fanout} or
--- {why}: 'mismatch', 'in_flight', 'backlog_full' (store/events.py IngestOutcome).
+local app = ARGV[18]                  -- the event's application (an id)
+local channels_json = ARGV[19]        -- the event's channels, a JSON list ('' = none)
+local new_name = ARGV[20]             -- the application's name, to create it if it is
+                                      -- missing ('' = don't)
+local new_uid = ARGV[21]              -- and its uid ('' = none)
+-- Returns {'created', ids, pending ids}, {'replay', event id, type, created ms, fanout},
+-- {'throttled', ms to wait} or {why}: 'no_app', 'mismatch', 'in_flight', 'backlog_full'
+-- (store/events.py IngestOutcome).
+
+local found = redis.call('HMGET', K.app .. app, 'name', 'rate_limit')
+local creating = not found[1]
+-- A uid another application took since the API looked it up is not taken from it.
+if creating and (new_name == '' or not uid_free(app, new_uid)) then return {'no_app'} end
 
 if idem_key ~= '' then
   local rec = redis.call('HMGET', idem_key, 'hash', 'state', 'event', 'until', 'fanout')
@@ -40,14 +55,23 @@ if idem_key ~= '' then
   end
 end
 
+-- A new application has no limit yet; a replay above is never throttled.
+local rate = tonumber(found[2] or '') or 0
+if rate > 0 then
+  local wait = gcra(K.app_limit .. app, now, rate, math.max(1, math.floor(rate)))
+  if wait > 0 then return {'throttled', wait} end
+end
+
 -- Only here, before anything is written: a replay above stores nothing, and the record
 -- and retry scripts are never refused, so delivery goes on while the log is behind.
 if redis.call('XLEN', K.outbox) >= backlog_max then return {'backlog_full'} end
 
+if creating then create_app(app, new_name, new_uid, '', '', now, now) end
+local channels = {}
+if channels_json ~= '' then channels = cjson.decode(channels_json) end
 local due_at = now + grace_ms
-local endpoints = redis.call('SUNION', K.sub_type .. etype, K.sub_all)
-local ids, pending = create_event(now, event_id, etype, body, key_id, idem_sent, endpoints,
-  budget, due_at)
+local ids, pending = create_event(now, {id = event_id, type = etype, body = body, key = key_id,
+  idem = idem_sent, app = app, channels = channels}, subscribers(app, etype), budget, due_at)
 redis.call('HINCRBY', K.metrics, 'events_accepted', 1)
 if wake_queue ~= '' then
   push_wakeups(wake_queue, wake_template, wake_batch, event_id, pending)

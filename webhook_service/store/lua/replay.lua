@@ -1,11 +1,11 @@
 #!lua
--- Replay an event: one new delivery to each endpoint subscribed to its type now, or to the
--- one named, if it is subscribed. The new ids start with the replay's own time-ordered
--- part, so they never meet the originals (whose ids start with the event's) and list as
--- new; the originals and their attempt logs stay as they were.
+-- Replay an event: one new delivery to each endpoint of its application that takes it now
+-- (its type and channels), or to the one named, if it does. The new ids start with the
+-- replay's own time-ordered part, so they never meet the originals (whose ids start with
+-- the event's) and list as new; the originals and their attempt logs stay as they were.
 -- Keys (none passed as KEYS): K.event .. <msg>, K.endpoint .. <ep>, K.sub_ops,
---   K.sub_type .. <type>, K.sub_all, K.delivery .. <dlv>, K.backlog .. <ep>, K.due,
---   K.metrics, K.outbox
+--   K.sub_type .. <app> .. K.sub_type_infix .. <type>, K.sub_all .. <app>,
+--   K.delivery .. <dlv>, K.backlog .. <ep>, K.due, K.metrics, K.outbox
 -- ARGV (store/events.py ReplayArgs.argv gives them in this order):
 local now = tonumber(ARGV[1])
 local event_id = ARGV[2]
@@ -15,48 +15,62 @@ local grace_ms = tonumber(ARGV[5])    -- ms until a delivery's due entry wakes i
 local only = ARGV[6]                  -- the one endpoint ('' = every one subscribed now)
 local sender = ARGV[7]                -- the API key id the event must have been sent with
                                       -- ('' = any, for an admin)
+local channels_json = ARGV[8]         -- the event's channels, a JSON list ('' = none):
+                                      -- Redis lets them go after the fan-out
 -- Returns {'ok', ids, pending ids}, or {why}: 'missing', 'no_payload', 'no_endpoint',
 -- 'not_subscribed', 'endpoint_disabled' (store/events.py ReplayOutcome).
 local due_at = now + grace_ms
 local ekey = K.event .. event_id
 
--- Whether a new event of this type would reach the endpoint: ours (operational) by its
--- operations flag, any other by its event_types (none: every type).
-local function subscribed(ep, etype)
-  if OPS_TYPES[etype] then return redis.call('SISMEMBER', K.sub_ops, ep) == 1 end
-  return redis.call('SISMEMBER', K.sub_type .. etype, ep) == 1
-    or redis.call('SISMEMBER', K.sub_all, ep) == 1
-end
-
-local ev = redis.call('HMGET', ekey, 'type', 'body', 'dlvs', 'key')
+local ev = redis.call('HMGET', ekey, 'type', 'body', 'dlvs', 'key', 'app')
 -- Another key's event is answered as no event at all: that it exists is not for this caller.
 if not ev[1] or (sender ~= '' and ev[4] ~= sender) then return {'missing'} end
 if not ev[2] then return {'no_payload'} end
+local etype, app = ev[1], ev[5]
+-- Ours (operational) go to the operations endpoints by their flag, whatever their
+-- channels; any other to its application's endpoints that take its type and channels.
+local wanted = nil
+if not OPS_TYPES[etype] then
+  local channels = {}
+  if channels_json ~= '' then channels = cjson.decode(channels_json) end
+  wanted = channel_filter(channels)
+end
+
+local function subscribed(ep, ep_channels)
+  if OPS_TYPES[etype] then return redis.call('SISMEMBER', K.sub_ops, ep) == 1 end
+  return (redis.call('SISMEMBER', K.sub_type .. app .. K.sub_type_infix .. etype, ep) == 1
+    or redis.call('SISMEMBER', K.sub_all .. app, ep) == 1) and takes(wanted, ep_channels)
+end
+
 local endpoints
 if only ~= '' then
-  local ep = redis.call('HMGET', K.endpoint .. only, 'url', 'disabled')
-  if not ep[1] then return {'no_endpoint'} end
-  if not subscribed(only, ev[1]) then return {'not_subscribed'} end
+  local ep = redis.call('HMGET', K.endpoint .. only, 'url', 'disabled', 'app', 'channels')
+  -- Another application's endpoint is not there for this event.
+  if not ep[1] or (not OPS_TYPES[etype] and ep[3] ~= app) then return {'no_endpoint'} end
+  if not subscribed(only, ep[4]) then return {'not_subscribed'} end
   if ep[2] == '1' then return {'endpoint_disabled'} end
   endpoints = {only}
-elseif OPS_TYPES[ev[1]] then
+elseif OPS_TYPES[etype] then
   endpoints = redis.call('SMEMBERS', K.sub_ops)
 else
-  endpoints = redis.call('SUNION', K.sub_type .. ev[1], K.sub_all)
+  endpoints = subscribers(app, etype)
 end
-local ids, pending, statuses = {}, {}, {}
-for i, ep in ipairs(endpoints) do
-  local id, status = create_delivery(now, part, event_id, ep, ev[1], budget, due_at)
-  ids[i] = id
-  statuses[i] = status
-  if status == 'pending' then pending[#pending + 1] = id end
+local ids, pending, reached, statuses = {}, {}, {}, {}
+for _, ep in ipairs(endpoints) do
+  local id, status = create_delivery(now, part, event_id, ep, etype, budget, due_at, wanted)
+  if id then
+    ids[#ids + 1] = id
+    reached[#reached + 1] = ep
+    statuses[#statuses + 1] = status
+    if status == 'pending' then pending[#pending + 1] = id end
+  end
 end
 if #ids > 0 then
   local all = table.concat(ids, ',')
   if ev[3] and ev[3] ~= '' then all = ev[3] .. ',' .. all end
   redis.call('HSET', ekey, 'dlvs', all)
   redis.call('HINCRBY', ekey, 'live', #ids)
-  redis.call('XADD', K.outbox, '*', LOG.replay, cjson.encode({ev = event_id, type = ev[1],
-    t = now, dlv = delivery_rows(ids, endpoints, statuses)}))
+  redis.call('XADD', K.outbox, '*', LOG.replay, cjson.encode({ev = event_id, type = etype,
+    app = app, t = now, dlv = delivery_rows(ids, reached, statuses)}))
 end
 return {'ok', ids, pending}

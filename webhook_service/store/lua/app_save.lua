@@ -1,0 +1,36 @@
+#!lua
+-- Create or update an application, atomically with its uid's mapping: two applications
+-- never hold one uid, and a uid an update changes or drops is free at once.
+-- Keys (none passed as KEYS): K.app .. <app>, K.apps, K.apps_uid
+-- ARGV (store/applications.py AppSaveArgs.argv gives them in this order):
+local mode = ARGV[1]      -- 'create' | 'update'
+local id = ARGV[2]        -- the application
+local name = ARGV[3]
+local uid = ARGV[4]       -- '' = none
+local metadata = ARGV[5]  -- a JSON object ('' = {})
+local rate = ARGV[6]      -- its ingest limit, events/s ('' = none)
+local created = ARGV[7]   -- ms; an update keeps the application's own
+local updated = ARGV[8]   -- ms
+-- Returns 'created' or 'updated', or, writing nothing, 'uid_taken' (another application
+-- holds the uid), 'missing' (an update of no application) or 'exists' (a creation of an
+-- id taken) (store/applications.py ApplicationOutcome).
+if mode ~= 'create' and mode ~= 'update' then
+  return redis.error_reply('app_save: unknown mode ' .. mode)
+end
+local key = K.app .. id
+local old = redis.call('HMGET', key, 'name', 'uid')
+if mode == 'create' then
+  if old[1] then return 'exists' end
+  if not uid_free(id, uid) then return 'uid_taken' end
+  create_app(id, name, uid, metadata, rate, created, updated)
+  return 'created'
+end
+if not old[1] then return 'missing' end
+if not uid_free(id, uid) then return 'uid_taken' end
+if old[2] ~= '' and old[2] ~= uid and redis.call('HGET', K.apps_uid, old[2]) == id then
+  redis.call('HDEL', K.apps_uid, old[2])
+end
+redis.call('HSET', key, 'name', name, 'uid', uid, 'metadata', metadata, 'rate_limit', rate,
+  'updated', updated)
+if uid ~= '' then redis.call('HSET', K.apps_uid, uid, id) end
+return 'updated'
