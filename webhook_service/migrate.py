@@ -21,6 +21,10 @@ gets one (the same rewrite), so that every new delivery id ends with one; then
 ``history/backfill.py`` moves every event, delivery and attempt, each batch committed before
 Redis lets go of it, and deletes the history indexes and the retention cursor. The store is
 stamped 3 last.
+
+Schema 3 -> 4: the single-tenant store moves into the default application
+(``store/tenancy_migration.py``): its endpoints, their subscriptions, the events Redis still
+holds, the idempotency records and the log records not yet shipped. Stamped 4 last.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ import sqlalchemy as sa
 from webhook_service.crypto import MasterKeyError, SecretBox, looks_sealed
 from webhook_service.history import backfill
 from webhook_service.ids import seq_tail
-from webhook_service.store import keys, schema
+from webhook_service.store import keys, schema, tenancy_migration
+from webhook_service.store.applications import DEFAULT_APP_ID
 from webhook_service.store.endpoint_rewrite import (
     Rewrite,
     RewriteConflict,
@@ -63,6 +68,8 @@ class MigrateReport:
     numbered: int = 0  # endpoints made before sequence numbers, given one now
     moved: backfill.Moved | None = None  # the history moved into the log, if this run did
     indexes: int = 0  # history index keys deleted
+    # what moved into the default application, if this run made that step
+    tenancy: tenancy_migration.Moved | None = None
 
     @property
     def changed(self) -> bool:
@@ -179,6 +186,9 @@ def migrate(
         # Whenever a step ends, even one that finishes a run cut short and has nothing left
         # to do: the AOF may hold what the first run sealed or moved still.
         report.aof_note = _rewrite_aof(client)
+    if version < 4:
+        report.tenancy = tenancy_migration.move(client, batch)
+        schema.stamp(client, 4)
     return report
 
 
@@ -188,7 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="webhook-service migrate",
         description="Bring the log's database and the store up to the schema this release "
         "reads: the log's migrations; endpoint header values stored in clear by earlier "
-        "releases sealed under WEBHOOK_MASTER_KEY; the history Redis held moved into the log. "
+        "releases sealed under WEBHOOK_MASTER_KEY; the history Redis held moved into the log; "
+        "a single-tenant store moved into the default application. "
         "Stop every API, worker and scheduler first; safe to interrupt and run again.",
     )
     parser.parse_args(argv)
@@ -257,5 +268,11 @@ def _summary(report: MigrateReport) -> list[str]:
             f"{moved.events_kept} events) stay in Redis, their attempts in the log only"
         )
         lines.append(f"deleted {report.indexes} history index keys")
+    if (tenancy := report.tenancy) is not None:
+        lines.append(
+            f"moved into the default application ({DEFAULT_APP_ID}): {tenancy.endpoints} "
+            f"endpoints, {tenancy.events} events, {tenancy.idempotency} idempotency records, "
+            f"{tenancy.outbox} log records not yet shipped"
+        )
     lines.append(f"store is at schema {schema.CURRENT}")
     return lines

@@ -18,9 +18,10 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
+import orjson
 import pytest
 import redis
 import sqlalchemy as sa
@@ -44,9 +45,10 @@ from webhook_service.crypto import SecretBox, generate_master_key
 from webhook_service.embedded import EmbeddedValkey, free_port, start_valkey
 from webhook_service.history import tables
 from webhook_service.history.database import SQLITE_FILE, check_current, sync_engine, upgrade
-from webhook_service.ids import delivery_tail, new_id
+from webhook_service.ids import delivery_tail, id_time_ms, new_id, seq_tail
 from webhook_service.migrate import migrate
-from webhook_service.store import keys, schema
+from webhook_service.store import keys, schema, tenancy_migration
+from webhook_service.store.applications import DEFAULT_APP_ID
 from webhook_service.store.connect import async_client, sync_client
 from webhook_service.store.deliveries import Attempt
 from webhook_service.store.endpoints import (
@@ -58,6 +60,7 @@ from webhook_service.store.endpoints import (
     open_headers,
     seal_headers,
 )
+from webhook_service.store.events import EventStore, IngestOutcome
 from webhook_service.store.scripts import Scripts
 from webhook_service.timeutil import now_ms
 
@@ -283,19 +286,21 @@ async def _healthy(base: str) -> bool:
         return False
 
 
-LOG_REFUSAL = (
-    "the delivery log's database is not migrated yet, this release needs 0001; run "
-    "`webhook-service migrate` (with the same WEBHOOK_* settings) first"
-)
-
-
 def test_the_api_and_the_scheduler_refuse_a_log_behind_or_ahead(env: dict[str, str]) -> None:
-    port = str(free_port())
-    for role in ("api", "scheduler"):
-        status, out = run([role], {**env, "WEBHOOK_HOST": "127.0.0.1", "WEBHOOK_PORT": port})
-        assert status != 0 and LOG_REFUSAL in out, (role, out)
     engine = sync_engine(settings_of(env))
     try:
+        refusal = check_current(engine)
+        # The revision it names is the newest migration's, whichever that is.
+        assert refusal is not None and refusal.startswith(
+            "the delivery log's database is not migrated yet, this release needs "
+        )
+        assert refusal.endswith(
+            "; run `webhook-service migrate` (with the same WEBHOOK_* settings) first"
+        )
+        port = str(free_port())
+        for role in ("api", "scheduler"):
+            status, out = run([role], {**env, "WEBHOOK_HOST": "127.0.0.1", "WEBHOOK_PORT": port})
+            assert status != 0 and refusal in out, (role, out)
         upgrade(engine)
         assert check_current(engine) is None
         with engine.begin() as conn:
@@ -383,6 +388,152 @@ def test_a_store_of_a_later_schema_is_refused(fresh_valkey: EmbeddedValkey, log:
 
 def _headers(client: redis.Redis, endpoint_id: str) -> dict[str, str]:
     return decode_headers(text(client.hget(keys.endpoint(endpoint_id), "headers")) or "")
+
+
+# Schema 3 -> 4: a single-tenant store as schema 3 wrote it, by hand (its release is this
+# one's parent: release_data's is schema 2's).
+S3_TYPE, S3_OTHER = "s3.order", "s3.other"
+
+
+def _schema3_store(client: redis.Redis) -> dict[str, str]:
+    """Endpoints (one of every type, one of two types, an operations one), a subscription
+    set left over by an endpoint long gone, events (ours and a producer's), idempotency
+    records and unshipped outbox records, all in schema 3's layout; stamped 3. Returns the
+    ids made."""
+    at = 1_800_000_000_000
+    made = {
+        "every": new_id("ep", at), "typed": new_id("ep", at + 1), "ops": new_id("ep", at + 2),
+        "event": new_id("msg", at + 3), "ours": new_id("msg", at + 4),
+    }  # fmt: skip
+    endpoints = {
+        "every": ("", "0"), "typed": (f'["{S3_OTHER}","{S3_TYPE}"]', "0"),
+        "ops": ("[]", "1"),
+    }  # fmt: skip
+    for seq, (name, (types, operations)) in enumerate(endpoints.items(), start=1):
+        endpoint_id = made[name]
+        client.hset(
+            keys.endpoint(endpoint_id),
+            mapping={
+                "url": f"http://127.0.0.1:9/{name}", "description": "", "event_types": types,
+                "disabled": "0", "operations": operations, "created": at, "updated": at,
+                "secrets": "[]", "headers": "", "seq": seq,
+            },
+        )  # fmt: skip
+        client.zadd(keys.ENDPOINTS, {endpoint_id: 0})
+        client.hset(keys.ENDPOINT_SEQS, seq_tail(seq), endpoint_id)
+        if operations == "1":
+            client.sadd(keys.SUB_OPS, endpoint_id)
+    client.set(keys.ENDPOINT_SEQ, 3)
+    client.sadd(keys.SCHEMA3_SUB_ALL, made["every"])
+    for event_type in (S3_TYPE, S3_OTHER):
+        client.sadd(keys.schema3_sub_type(event_type), made["typed"])
+    client.sadd(keys.schema3_sub_type("s3.gone"), "ep_gone")
+    client.hset(
+        keys.event(made["event"]),
+        mapping={"type": S3_TYPE, "body": "{}", "key": "key_1", "dlvs": "", "live": 1},
+    )
+    client.hset(
+        keys.event(made["ours"]),
+        mapping={"type": "endpoint.disabled", "body": "{}", "key": "system", "live": 1},
+    )
+    for idem in ("order-1", "order:2"):
+        name = keys.LUA_KEYS["idem"] + f"key_1:{idem}"
+        client.hset(name, mapping={"hash": "fp", "state": "done", "event": made["event"]})
+        client.expire(name, 3600)
+    record = {"id": made["event"], "type": S3_TYPE, "t": at, "key": "key_1", "dlv": []}
+    client.xadd(keys.LOG_OUTBOX, {"e": orjson.dumps(record).decode(), "b": '{"a": "é"}'})
+    ours = {**record, "id": made["ours"], "type": "endpoint.disabled", "key": "system"}
+    client.xadd(keys.LOG_OUTBOX, {"e": orjson.dumps(ours).decode(), "b": "{}"})
+    replay = {"ev": made["event"], "type": S3_TYPE, "t": at + 9, "dlv": []}
+    client.xadd(keys.LOG_OUTBOX, {"p": orjson.dumps(replay).decode()})
+    client.xadd(keys.LOG_OUTBOX, {"x": orjson.dumps({"ev": made["event"], "t": at}).decode()})
+    schema.stamp(client, 3)
+    return made
+
+
+def _outbox_entries(client: redis.Redis) -> list[tuple[str, dict[str, str]]]:
+    # sync_client decodes replies.
+    return cast(list[tuple[str, dict[str, str]]], client.xrange(keys.LOG_OUTBOX))
+
+
+async def test_a_single_tenant_store_moves_into_the_default_application(
+    fresh_valkey: EmbeddedValkey, log: sa.Engine
+) -> None:
+    client = sync_client(fresh_valkey.url)
+    try:
+        made = _schema3_store(client)
+        entries_before = _outbox_entries(client)
+
+        report = migrate(client, SecretBox(generate_master_key()), log)
+
+        assert report.tenancy == tenancy_migration.Moved(
+            endpoints=3, events=2, idempotency=2, outbox=3, stale_subscriptions=1
+        )
+        assert client.get(keys.SCHEMA) == str(schema.CURRENT)
+        assert schema.start_check(fresh_valkey.url) is None
+        # The default application, dated by the oldest endpoint, holding every endpoint.
+        default = client.hgetall(keys.app(DEFAULT_APP_ID))
+        assert (default["uid"], default["created"]) == ("default", str(id_time_ms(made["every"])))
+        assert client.hget(keys.APPS_UID, "default") == DEFAULT_APP_ID
+        endpoints = [made[n] for n in ("every", "typed", "ops")]
+        assert client.zrange(keys.app_endpoints(DEFAULT_APP_ID), 0, -1) == endpoints
+        assert [client.hget(keys.endpoint(e), "app") for e in endpoints] == [DEFAULT_APP_ID] * 3
+        # Its subscriptions, and none of schema 3's left.
+        assert client.smembers(keys.sub_all(DEFAULT_APP_ID)) == {made["every"]}
+        for event_type in (S3_TYPE, S3_OTHER):
+            assert client.smembers(keys.sub_type(DEFAULT_APP_ID, event_type)) == {made["typed"]}
+        assert client.smembers(keys.SUB_OPS) == {made["ops"]}
+        old = [keys.SCHEMA3_SUB_ALL] + [
+            keys.schema3_sub_type(t) for t in (S3_TYPE, S3_OTHER, "s3.gone")
+        ]
+        assert not client.exists(*old)
+        # Events: the producer's in the default application, ours in none.
+        assert client.hget(keys.event(made["event"]), "app") == DEFAULT_APP_ID
+        assert client.hget(keys.event(made["ours"]), "app") == ""
+        # Idempotency records renamed, their expiry kept.
+        assert not [k for k in client.scan_iter(match=keys.LUA_KEYS["idem"] + "key_*")]
+        for idem in ("order-1", "order:2"):
+            name = keys.idempotency(DEFAULT_APP_ID, "key_1", idem)
+            assert client.hget(name, "event") == made["event"]
+            assert 0 < client.ttl(name) <= 3600
+            assert keys.idempotency_key_of(name, "key_1") is None  # schema 3's layout only
+        # The outbox: the same entries, under the same ids, each record with its application.
+        entries = _outbox_entries(client)
+        assert [i for i, _ in entries] == [i for i, _ in entries_before]
+        assert [orjson.loads(f.get("e") or f.get("p") or "{}").get("app") for _, f in entries] == [
+            DEFAULT_APP_ID, "", DEFAULT_APP_ID, None,
+        ]  # fmt: skip
+        assert entries[0][1]["b"] == '{"a": "é"}' and entries[3] == entries_before[3]
+        assert not client.exists(keys.SCHEMA3_OUTBOX_COPY)
+        after = await stored(fresh_valkey.url)
+
+        # Again: nothing changes.
+        again = migrate(client, SecretBox(generate_master_key()), log)
+        assert not again.changed and again.tenancy is None
+        assert await stored(fresh_valkey.url) == after
+        # A run cut short after its moves, before its stamp, runs again to the same end.
+        schema.stamp(client, 3)
+        rerun = migrate(client, SecretBox(generate_master_key()), log)
+        assert rerun.tenancy == tenancy_migration.Moved()
+        assert await stored(fresh_valkey.url) == after
+    finally:
+        client.close()
+
+    # The store serves: the endpoints are the default application's, and an event reaches
+    # them by the new subscriptions.
+    store = async_client(fresh_valkey.url)
+    try:
+        scripts = Scripts(store)
+        listed, _ = await EndpointStore(store, scripts).page(10, None, DEFAULT_APP_ID)
+        assert {r.id for r in listed} == set(endpoints)
+        accepted = await EventStore(store, scripts).accept(
+            event_id=new_id("msg"), event_type=S3_TYPE, body="{}", key_id="key_1",
+            now_ms=now_ms(), budget=1, grace_ms=0, idempotency=None, wakeup=None,
+            backlog_max=1000,
+        )  # fmt: skip
+        assert (accepted.outcome, accepted.fanout) == (IngestOutcome.CREATED, 2)
+    finally:
+        await store.aclose()
 
 
 # Today's release (tests/support/release_data.py): its tree once a session, and the data
@@ -499,7 +650,13 @@ async def test_a_release_data_dir_moves_into_the_log_and_its_pending_work_is_del
             f"{len(manifest['deliveries'])} deliveries, 10 attempts; 2 pending deliveries "
             "(of 1 events) stay in Redis, their attempts in the log only"
         ) in lines, out
-        assert "store is at schema 3" in lines, out
+        assert f"store is at schema {schema.CURRENT}" in lines, out
+        moved = [line for line in lines if line.startswith("moved into the default application")]
+        assert moved == [
+            f"moved into the default application ({DEFAULT_APP_ID}): "
+            f"{len(manifest['endpoints'])} endpoints, 1 events, "
+            f"{len(manifest['idempotency'])} idempotency records, 0 log records not yet shipped"
+        ], out
 
         # The log holds the history as the release read it, every delivery at log_seq 0.
         rows = _log_rows(env)
@@ -518,15 +675,19 @@ async def test_a_release_data_dir_moves_into_the_log_and_its_pending_work_is_del
         (pending_event,) = {manifest["deliveries"][d]["event_id"] for d in pending}
         assert [k for k in after if k.startswith(keys.event(""))] == [keys.event(pending_event)]
         assert after[keys.event(pending_event)][1]["live"] == "2"
-        assert after[keys.SCHEMA] == ("string", "3")
+        assert after[keys.SCHEMA] == ("string", str(schema.CURRENT))
+        assert after[keys.event(pending_event)][1]["app"] == DEFAULT_APP_ID
         legacy = manifest["endpoints"]["legacy"]["id"]
         assert after[keys.endpoint(legacy)][1]["seq"]
         seqs = after[keys.ENDPOINT_SEQS][1]
         assert {delivery_tail(d) for d in manifest["deliveries"]} <= set(seqs)
         for d_id, d in manifest["deliveries"].items():
             assert seqs[delivery_tail(d_id)] == d["endpoint_id"]
-        for name in (keys.idempotency("key_rel", k) for k in manifest["idempotency"].values()):
-            assert after[name][1]["fanout"] == "3"
+        for idem in manifest["idempotency"].values():
+            assert after[keys.idempotency(DEFAULT_APP_ID, "key_rel", idem)][1]["fanout"] == "3"
+        assert not [k for k in after if k.startswith(keys.idempotency_records()[:-1] + "key_")]
+        for made in manifest["endpoints"].values():
+            assert after[keys.endpoint(made["id"])][1]["app"] == DEFAULT_APP_ID
         backlogs = {k: v for k, v in after.items() if k.startswith(keys.backlog(""))}
         assert backlogs == {
             keys.backlog(manifest["endpoints"][name]["id"]): ("string", "1")
@@ -536,7 +697,9 @@ async def test_a_release_data_dir_moves_into_the_log_and_its_pending_work_is_del
         # Run again: nothing changes.
         status, out = run(["migrate"], env)
         assert status == 0, out
-        assert out.strip() == "nothing to migrate: the store is at schema 3 already", out
+        assert out.strip() == (
+            f"nothing to migrate: the store is at schema {schema.CURRENT} already"
+        ), out
         assert _log_rows(env) == rows
         assert await _store(valkey.url) == after
 

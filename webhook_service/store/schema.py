@@ -8,6 +8,8 @@
 3. the history in the log's database (``webhook_service/history``): Redis holds the work in
    flight, and no history index, attempt, or retention cursor (keys.py, "Schema 2"); every
    endpoint has a sequence number.
+4. applications (``store/applications.py``): every endpoint, event and idempotency record
+   belongs to one, subscriptions are each application's (keys.py, "Schema 3").
 
 Every process (API, worker, scheduler) checks it at start-up (``webhook_service/cli.py``)
 and refuses any version but ``CURRENT``: the read path has no branch for older data.
@@ -28,7 +30,7 @@ from webhook_service.store.connect import DEFAULT_TIMEOUTS, RedisTimeouts, sync_
 
 log = logging.getLogger(__name__)
 
-CURRENT = 3
+CURRENT = 4
 UNMARKED = 1  # what a store holding endpoints but no marker was written by
 
 # While Redis cannot be reached at start-up, try again this often, and say so this often.
