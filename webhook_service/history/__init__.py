@@ -12,5 +12,6 @@ history routes read SQL, and Redis for what is still in flight.
 - ``shipper.py``: the loop that moves the outbox into SQL;
 - ``filters.py``: what a history query asks for, and a page of the answer;
 - ``queries.py``: the history's SQL, one index walked per list;
-- ``reader.py``: the history as the API serves it, SQL with Redis for what is in flight.
+- ``reader.py``: the history as the API serves it, SQL with Redis for what is in flight;
+- ``tenancy.py``: the rows made before applications, given to the default one.
 """

@@ -8,7 +8,8 @@ only. ``move`` walks the events oldest first (``keys.SCHEMA2_EVENTS``), a batch 
    a{n} fields and the overflow list);
 2. writes them to the log in one transaction, as rows inserted once (``writer.write_rows``:
    a row there already stays as it is) with log_seq 0, so that any outbox record about the
-   same delivery, all of which come later, wins;
+   same delivery, all of which come later, wins; every row the default application's, or
+   none's for an operational event (``tenancy.application_of``: schema 2 was single-tenant);
 3. then, once that is committed, in one MULTI: a finished delivery (succeeded, failed,
    disabled) leaves Redis, a pending one keeps its state but not its attempts and counts in
    its endpoint's backlog, an event leaves with its last delivery or keeps the count of
@@ -29,7 +30,7 @@ from typing import cast
 import redis
 import sqlalchemy as sa
 
-from webhook_service.history import partitions, writer
+from webhook_service.history import partitions, tenancy, writer
 from webhook_service.ids import delivery_tail, event_deliveries, id_time_ms, tail_endpoint
 from webhook_service.store import keys
 from webhook_service.store.deliveries import Attempt, DeliveryRecord
@@ -127,7 +128,8 @@ def _event_row(event_id: str, raw: dict[str, str], idem_key: str | None) -> writ
         key_id,
         None if idem_key is None else keys.idempotency_key_of(idem_key, key_id),
         raw.get("body"),
-        int(expunged) if expunged else None,
+        application=tenancy.application_of(raw["type"]),
+        expunged_ms=int(expunged) if expunged else None,
     )
 
 
@@ -146,6 +148,7 @@ def _delivery_row(d: DeliveryRecord) -> writer.Row:
         "last_error": d.last_error,
         "last_class": d.last_class,
         "log_seq": 0,  # below every outbox record's
+        "application": tenancy.application_of(d.event_type),
     }
 
 

@@ -41,6 +41,7 @@ class DeliveryFilter(TimeRange):
     status_class: str | None = None
     attempts_min: int | None = None
     attempts_max: int | None = None
+    application: str | None = None  # None: every application's, and operational ones
 
     def matches(self, record: DeliveryRecord) -> bool:
         """Every filter but the time range (which the query's id range answers)."""
@@ -53,12 +54,13 @@ class DeliveryFilter(TimeRange):
         )
 
     def matches_for_good(self, record: DeliveryRecord) -> bool:
-        """The filters on what never changes about a delivery (its endpoint, event, type):
-        a record that fails them fails whatever state it is in now."""
+        """The filters on what never changes about a delivery (its endpoint, event, type,
+        application): a record that fails them fails whatever state it is in now."""
         return (
             (self.endpoint_id is None or record.endpoint_id == self.endpoint_id)
             and (self.event_id is None or record.event_id == self.event_id)
             and (self.event_type is None or record.event_type == self.event_type)
+            and (self.application is None or record.application == self.application)
         )
 
     def to_json(self) -> str:
@@ -73,6 +75,7 @@ class DeliveryFilter(TimeRange):
 class EventFilter(TimeRange):
     event_type: str | None = None
     key_id: str | None = None
+    application: str | None = None  # None: every application's, and operational ones
 
 
 @dataclass(frozen=True)
@@ -85,3 +88,5 @@ class EventSummary:
     key_id: str
     deliveries: int
     payload_deleted: bool
+    application: str | None  # None: an operational event
+    channels: tuple[str, ...]

@@ -1,12 +1,13 @@
 """The history's SQL, built here and run by ``reader.py``.
 
 A list walks one index of the log newest first. Each index is its filter's columns then the
-id (migrations/versions/0001_log.py), so ``WHERE col = ? AND id < cursor ORDER BY id DESC
-LIMIT n`` reads n entries wherever the cursor is: a page costs its own length, not the
-history's. A list's filters pick the index (``delivery_scan``); filters it does not hold
-are left to the reader, which applies them to what it reads, within a bound. Left in the
-query, they would let the database choose an index that matches everything and then sort
-every match (SQLite does, for an attempt-count range), or walk one index unbounded.
+id (migrations/versions/0001_log.py and 0002_applications.py), so ``WHERE col = ? AND
+id < cursor ORDER BY id DESC LIMIT n`` reads n entries wherever the cursor is: a page costs
+its own length, not the history's. A list's filters pick the index (``delivery_scan``);
+filters it does not hold are left to the reader, which applies them to what it reads,
+within a bound. Left in the query, they would let the database choose an index that matches
+everything and then sort every match (SQLite does, for an attempt-count range), or walk one
+index unbounded.
 
 Ids sort by creation time, so a time range is an id range (``ids.id_bound``). It bounds
 ``created_ms`` too, the time in the id: PostgreSQL then reads only the day partitions that
@@ -34,19 +35,22 @@ Rows = sa.Select[*tuple[Any, ...]]
 DELIVERY_COLUMNS = (
     _d.c.id, _d.c.event_id, _d.c.endpoint_id, _d.c.event_type, _d.c.status, _d.c.attempts,
     _d.c.next_at_ms, _d.c.created_ms, _d.c.updated_ms, _d.c.last_code, _d.c.last_error,
-    _d.c.last_class,
+    _d.c.last_class, _d.c.application,
 )  # fmt: skip
 
 # The filters an index answers, its columns in order, and its name. Tried in this order:
 # the first whose filters are all set walks. The order guesses at how few rows each holds:
 # an event has a few deliveries, an endpoint a share, a type a smaller share than a status
 # or a class (four and six values). The log keeps no counts to tell better: counting is
-# what a page must not do.
+# what a page must not do. An application comes before the filters every application's
+# rows share (a type, a status...): a page of one application's then reads its own rows
+# alone, however many the others have.
 _DELIVERY_INDEXES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("event_id",), "deliveries_by_event"),
     (("endpoint_id", "status"), "deliveries_by_endpoint_status"),
     (("endpoint_id", "status_class"), "deliveries_by_endpoint_class"),
     (("endpoint_id",), "deliveries_by_endpoint"),
+    (("application",), "deliveries_by_application"),
     (("event_type",), "deliveries_by_type"),
     (("status",), "deliveries_by_status"),
     (("status_class",), "deliveries_by_class"),
@@ -59,7 +63,11 @@ _DELIVERY_COLUMN = {
     "status_class": _d.c.last_class,
     "event_type": _d.c.event_type,
     "attempts": _d.c.attempts,
+    "application": _d.c.application,
 }
+# An event, and an endpoint, are one application's: walking their index, the application
+# filter keeps every row read or none, so it leaves the walk as exact as it was.
+_ONE_APPLICATION = frozenset({"event_id", "endpoint_id"})
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,7 @@ def _set_filters(query: DeliveryFilter) -> dict[str, str | int]:
         "status_class": query.status_class,
         "event_type": query.event_type,
         "attempts": query.attempts_min if query.attempts_min == query.attempts_max else None,
+        "application": query.application,
     }
     return {name: value for name, value in given.items() if value is not None}
 
@@ -91,8 +100,10 @@ def delivery_scan(query: DeliveryFilter) -> Scan:
     ranged = query.attempts_min != query.attempts_max
     for names, index in _DELIVERY_INDEXES:
         if all(name in given for name in names):
-            exact = not ranged and set(given) == set(names)
-            return Scan(index, tuple((n, given[n]) for n in names), exact)
+            left = set(given) - set(names)
+            if _ONE_APPLICATION & set(names):
+                left.discard("application")
+            return Scan(index, tuple((n, given[n]) for n in names), not ranged and not left)
     return Scan("deliveries_pkey", (), not ranged and not given)
 
 
@@ -142,15 +153,23 @@ def attempts_of(delivery_id: str) -> Rows:
     )  # fmt: skip
 
 
-_EVENT_COLUMNS = (_e.c.id, _e.c.type, _e.c.created_ms, _e.c.key_id, _e.c.expunged_ms)
+_EVENT_COLUMNS = (
+    _e.c.id, _e.c.type, _e.c.created_ms, _e.c.key_id, _e.c.expunged_ms, _e.c.application,
+    _e.c.channels,
+)  # fmt: skip
 
 
 def event_index(query: EventFilter) -> str:
-    """Every combination of the event filters has an index: a page of events reads only
-    its matches."""
-    if query.key_id is not None:
-        return "events_by_key_type" if query.event_type is not None else "events_by_key"
-    return "events_by_type" if query.event_type is not None else "events_pkey"
+    """Every combination of the event filters has an index (its filters' columns, in this
+    order, then the id): a page of events reads only its matches."""
+    given = [
+        name
+        for name, value in (
+            ("application", query.application), ("key", query.key_id), ("type", query.event_type)
+        )
+        if value is not None
+    ]  # fmt: skip
+    return "events_by_" + "_".join(given) if given else "events_pkey"
 
 
 def events_page(query: EventFilter, before: str | None, limit: int) -> Rows:
@@ -161,6 +180,8 @@ def events_page(query: EventFilter, before: str | None, limit: int) -> Rows:
         where.append(_e.c.type == query.event_type)
     if query.key_id is not None:
         where.append(_e.c.key_id == query.key_id)
+    if query.application is not None:
+        where.append(_e.c.application == query.application)
     count = (
         sa.select(sa.func.count())
         .select_from(_d)
@@ -173,6 +194,10 @@ def events_page(query: EventFilter, before: str | None, limit: int) -> Rows:
 
 def event_by_id(event_id: str) -> Rows:
     return sa.select(*_EVENT_COLUMNS, _e.c.body).where(_e.c.id == event_id)
+
+
+def event_channels(event_id: str) -> Rows:
+    return sa.select(_e.c.channels).where(_e.c.id == event_id)
 
 
 def delivery_ids_of_event(event_id: str) -> sa.Select[str]:

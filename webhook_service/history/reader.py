@@ -6,7 +6,9 @@
   refuses, as the log has it).
 - A read by id looks in Redis first, then in SQL: an event just accepted, or a delivery just
   made, is there before the shipper has written it, and is read even while SQL is away.
-- Attempts are the log's alone (Redis keeps none).
+- Attempts are the log's alone (Redis keeps none), and so are an event's channels.
+- A delivery's application is its event's: a record read from Redis gets it from the log's
+  row (in a list) or from its event's hash (by id).
 
 Every SQL failure (refused, timed out, a pool with no free connection) is one exception,
 ``LogUnavailable``: the API answers it with a 503 ``log-unavailable``.
@@ -15,6 +17,7 @@ Every SQL failure (refused, timed out, a pool with no free connection) is one ex
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -48,6 +51,10 @@ def _delivery(row: Any) -> DeliveryRecord:
     position, since a list may read thousands of rows a page (a field by name costs more
     than the rest of the page; tests/unit/history/test_queries.py checks the order)."""
     return DeliveryRecord(*row)
+
+
+def _channels(value: list[str] | None) -> tuple[str, ...]:
+    return tuple(value) if value else ()
 
 
 def _attempt(row: Any) -> Attempt:
@@ -89,7 +96,8 @@ class HistoryReader:
             return list((await conn.execute(statement)).all())
 
     async def _latest(self, records: list[DeliveryRecord]) -> list[DeliveryRecord]:
-        """The records, each pending one as Redis has it now (if Redis still holds it)."""
+        """The records, each pending one as Redis has it now (if Redis still holds it), with
+        the application the log has (Redis's record has none)."""
         pending = [r.id for r in records if r.status == "pending"]
         if not pending:
             return records
@@ -101,7 +109,23 @@ class HistoryReader:
             if not refused(exc, "reading the history"):
                 raise
             return records
-        return [now.get(r.id, r) for r in records]
+        return [
+            dataclasses.replace(now[r.id], application=r.application) if r.id in now else r
+            for r in records
+        ]
+
+    async def _with_applications(self, records: list[DeliveryRecord]) -> list[DeliveryRecord]:
+        """Records read from Redis, each with its event's application, which the delivery's
+        hash does not keep. Redis holds an event as long as a delivery of it (it leaves
+        with the last one); were it gone, the record keeps None, which no application's
+        filter matches."""
+        event_ids = list(dict.fromkeys(r.event_id for r in records))
+        events = await asyncio.gather(*map(self._events.get, event_ids))
+        applications = {
+            event_id: event.application if event is not None else None
+            for event_id, event in zip(event_ids, events, strict=True)
+        }
+        return [dataclasses.replace(r, application=applications[r.event_id]) for r in records]
 
     async def list_deliveries(
         self, query: DeliveryFilter, limit: int, cursor: str | None
@@ -143,6 +167,8 @@ class HistoryReader:
                 key_id=row.key_id,
                 deliveries=row.deliveries,
                 payload_deleted=row.expunged_ms is not None,
+                application=row.application,
+                channels=_channels(row.channels),
             )
             for row in rows
         ]
@@ -154,7 +180,8 @@ class HistoryReader:
 
     async def deliveries(self, ids: Sequence[str]) -> list[DeliveryRecord]:
         """Those that exist, in the order given: from Redis, the rest from SQL."""
-        held = {r.id: r for r in await self._deliveries.get_many(ids)}
+        in_redis = await self._with_applications(await self._deliveries.get_many(ids))
+        held = {r.id: r for r in in_redis}
         rest = [d for d in ids if d not in held and looks_like(d, "dlv")]
         if rest:
             held.update(
@@ -171,8 +198,10 @@ class HistoryReader:
 
     async def get_event(self, event_id: str) -> EventRecord | None:
         held = await self._events.get(event_id)
-        if held is not None or not looks_like(event_id, "msg"):
-            return held
+        if held is not None:
+            return await self._with_channels(held)
+        if not looks_like(event_id, "msg"):
+            return None
         async with self._sql() as conn:
             row = (await conn.execute(queries.event_by_id(event_id))).first()
             if row is None:
@@ -185,4 +214,16 @@ class HistoryReader:
             body=row.body,
             key_id=row.key_id,
             delivery_ids=list(ids),
+            application=row.application,
+            channels=_channels(row.channels),
         )
+
+    async def _with_channels(self, event: EventRecord) -> EventRecord:
+        """An event read from Redis, with its channels from the log, which alone keeps them
+        after the fan-out: none until the shipper has written it, nor while the log is away
+        (Redis's record is read all the same)."""
+        try:
+            rows = await self.rows(queries.event_channels(event.id))
+        except LogUnavailable:
+            return event
+        return dataclasses.replace(event, channels=_channels(rows[0].channels)) if rows else event

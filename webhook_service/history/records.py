@@ -52,6 +52,8 @@ class EventLogged:
     idempotency_key: str | None
     body: str
     deliveries: tuple[NewDelivery, ...]
+    application: str | None = None  # None: an operational event's
+    channels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class ReplayLogged:
     event_type: str
     created_ms: int
     deliveries: tuple[NewDelivery, ...]
+    application: str | None = None  # the event's
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,15 @@ def _deliveries(rows: Any) -> tuple[NewDelivery, ...]:
     return tuple(NewDelivery(str(r[0]), str(r[1]), _status(r[2])) for r in rows)
 
 
+def _channels(value: object) -> tuple[str, ...]:
+    # Absent: none; and Lua's cjson writes an empty list as {}.
+    if not value:
+        return ()
+    if not isinstance(value, list):
+        raise TypeError(f"channels are not a list: {value!r}")
+    return tuple(str(channel) for channel in value)
+
+
 def _int_or_none(value: object) -> int | None:
     return None if value is None else int(cast(int, value))
 
@@ -138,10 +150,14 @@ def parse(entry: Entry) -> Record:
                 idempotency_key=r.get("idem"),
                 body=fields[OutboxField.BODY],
                 deliveries=_deliveries(r["dlv"]),
+                application=r.get("app") or None,
+                channels=_channels(r.get("ch")),
             )
         if (raw := fields.get(OutboxField.REPLAY)) is not None:
             r = orjson.loads(raw)
-            return ReplayLogged(seq, r["ev"], r["type"], int(r["t"]), _deliveries(r["dlv"]))
+            return ReplayLogged(
+                seq, r["ev"], r["type"], int(r["t"]), _deliveries(r["dlv"]), r.get("app") or None
+            )
         if (raw := fields.get(OutboxField.EXPUNGE)) is not None:
             r = orjson.loads(raw)
             return ExpungeLogged(seq, r["ev"], int(r["t"]))

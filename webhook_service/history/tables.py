@@ -22,6 +22,10 @@ events = sa.Table(
     # The exact bytes we signed; NULL once expunged (expunged_ms says when).
     sa.Column("body", sa.Text),
     sa.Column("expunged_ms", sa.BigInteger),
+    # NULL: an operational event, which belongs to no application.
+    sa.Column("application", sa.Text),
+    # NULL: none (none_as_null: None is stored as SQL NULL, not as the JSON text null).
+    sa.Column("channels", sa.JSON(none_as_null=True)),
 )
 
 deliveries = sa.Table(
@@ -41,6 +45,7 @@ deliveries = sa.Table(
     sa.Column("last_class", sa.Text),
     # records.stream_seq of the last outbox record written here: an older one never wins.
     sa.Column("log_seq", sa.BigInteger, nullable=False),
+    sa.Column("application", sa.Text),  # its event's
 )
 
 attempts = sa.Table(

@@ -37,6 +37,9 @@ def event_row(
     key_id: str,
     idempotency_key: str | None,
     body: str | None,
+    *,
+    application: str | None,
+    channels: Sequence[str] = (),
     expunged_ms: int | None = None,
 ) -> Row:
     return {
@@ -47,6 +50,8 @@ def event_row(
         "idempotency_key": idempotency_key,
         "body": body,
         "expunged_ms": expunged_ms,
+        "application": application,
+        "channels": list(channels) or None,
     }
 
 
@@ -64,7 +69,14 @@ def attempt_row(delivery_id: str, a: Attempt) -> Row:
     }
 
 
-def _new_delivery(seq: int, event_id: str, event_type: str, created_ms: int, d: NewDelivery) -> Row:
+def _new_delivery(
+    seq: int,
+    event_id: str,
+    event_type: str,
+    application: str | None,
+    created_ms: int,
+    d: NewDelivery,
+) -> Row:
     return {
         "id": d.id,
         "created_ms": id_time_ms(d.id),
@@ -76,6 +88,7 @@ def _new_delivery(seq: int, event_id: str, event_type: str, created_ms: int, d: 
         "updated_ms": created_ms,
         "next_at_ms": created_ms if d.status == "pending" else None,
         "log_seq": seq,
+        "application": application,
     }
 
 
@@ -121,16 +134,31 @@ def write(conn: sa.Connection, records: Sequence[Record]) -> None:
         if isinstance(record, EventLogged):
             events.append(
                 event_row(
-                    record.id, record.type, record.key_id, record.idempotency_key, record.body
+                    record.id,
+                    record.type,
+                    record.key_id,
+                    record.idempotency_key,
+                    record.body,
+                    application=record.application,
+                    channels=record.channels,
                 )
             )
             deliveries += (
-                _new_delivery(record.seq, record.id, record.type, record.created_ms, d)
+                _new_delivery(
+                    record.seq, record.id, record.type, record.application, record.created_ms, d
+                )
                 for d in record.deliveries
             )
         elif isinstance(record, ReplayLogged):
             deliveries += (
-                _new_delivery(record.seq, record.event_id, record.event_type, record.created_ms, d)
+                _new_delivery(
+                    record.seq,
+                    record.event_id,
+                    record.event_type,
+                    record.application,
+                    record.created_ms,
+                    d,
+                )
                 for d in record.deliveries
             )
         elif isinstance(record, StateLogged):

@@ -7,6 +7,7 @@ cannot be read is one exception, while what Redis holds is still read by id."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ from webhook_service.history.filters import DeliveryFilter, EventFilter, Page
 from webhook_service.history.reader import SCAN_BUDGET, HistoryReader, LogUnavailable
 from webhook_service.ids import new_id
 from webhook_service.store import keys
+from webhook_service.store.applications import DEFAULT_APP_ID
 from webhook_service.store.deliveries import (
     Attempt,
     AttemptOutcome,
@@ -31,6 +33,7 @@ from webhook_service.store.deliveries import (
     DeliveryStore,
     HealthPolicy,
 )
+from webhook_service.store.endpoints import EndpointSaveArgs
 from webhook_service.store.events import EventStore
 from webhook_service.store.scripts import Scripts
 
@@ -57,12 +60,13 @@ async def log(
 
 
 async def _endpoint(scripts: Scripts, types: Sequence[str], at: int) -> str:
+    """An endpoint of the default application, where EventStore.accept sends by default."""
     endpoint_id = new_id("ep", at)
-    await scripts.run(
-        "endpoint_save",
-        [endpoint_id, 0, "url", "http://127.0.0.1:9/x", "event_types", json.dumps(list(types)),
-         "operations", "0", "disabled", "0", "created", at, "updated", at],
-    )  # fmt: skip
+    fields: dict[str, str | int] = {
+        "url": "http://127.0.0.1:9/x", "event_types": json.dumps(list(types)),
+        "operations": "0", "disabled": "0", "created": at, "updated": at,
+    }  # fmt: skip
+    await scripts.run("endpoint_save", EndpointSaveArgs(endpoint_id, 0, fields).argv())
     return endpoint_id
 
 
@@ -99,6 +103,10 @@ _FATES: list[list[tuple[int | None, AttemptOutcome]]] = [
 ]
 
 
+def _defaults(records: list[DeliveryRecord]) -> list[DeliveryRecord]:
+    return [dataclasses.replace(r, application=DEFAULT_APP_ID) for r in records]
+
+
 class History:
     def __init__(self, client: Redis) -> None:
         scripts = Scripts(client)
@@ -111,7 +119,8 @@ class History:
 
     async def fill(self) -> list[DeliveryRecord]:
         """Three endpoints (two take ONE, one takes TWO), nine events 10 ms apart, every
-        fate; the deliveries as Redis has them."""
+        fate; the deliveries as Redis has them, with their events' application (the default
+        one), which a delivery's hash leaves out."""
         self.endpoints = [
             await _endpoint(self.scripts, [ONE], NOW),
             await _endpoint(self.scripts, [ONE], NOW),
@@ -126,7 +135,7 @@ class History:
         for place, delivery_id in enumerate(ids):
             for step, (code, outcome) in enumerate(_FATES[place % 5]):
                 await _attempt(self.store, delivery_id, NOW + 1000 + step, code, outcome)
-        return await self.store.get_many(ids)
+        return _defaults(await self.store.get_many(ids))
 
     async def delivery_ids(self) -> list[str]:
         found: list[str] = []
@@ -283,7 +292,7 @@ async def test_a_read_by_id_needs_no_shipper_and_outlives_redis(
 
         assert await _attempt(history.store, delivery.id, NOW + 1, 500, FAIL) == "pending"
         assert await _attempt(history.store, delivery.id, NOW + 2, 200, OK) == "succeeded"
-        (done,) = await history.store.get_many([delivery.id])
+        (done,) = _defaults(await history.store.get_many([delivery.id]))
         log.ship()
         assert await history.store.get_many([delivery.id]) == []  # let go: the log alone has it
         assert await history.events.get(event_id) is None

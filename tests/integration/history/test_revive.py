@@ -24,6 +24,7 @@ from webhook_service.history.revive import Reviver
 from webhook_service.history.shipper import Shipper
 from webhook_service.ids import new_id
 from webhook_service.store import keys
+from webhook_service.store.applications import DEFAULT_APP_ID
 from webhook_service.store.deliveries import DeliveryStore
 from webhook_service.store.events import EventStore, ExpungeOutcome, ReplayOutcome
 from webhook_service.store.scripts import Scripts
@@ -95,6 +96,7 @@ async def test_a_retry_brings_a_released_delivery_back(
     raw = await client.hgetall(keys.delivery(delivery_id))
     assert (raw["status"], raw["attempts"], raw["budget"]) == ("pending", "1", "2")
     assert await client.hget(keys.event(event_id), "body") == '{"a":1}'
+    assert await client.hget(keys.event(event_id), "app") == DEFAULT_APP_ID
     # A second retry finds it on its way.
     assert await reviver.retry(store, [delivery_id], now_ms(), 0) == ["pending"]
 
@@ -123,6 +125,8 @@ async def test_replay_and_expunge_find_an_event_that_left(
     events = EventStore(client, scripts)
 
     assert await reviver.restore_event(event_id, now_ms())
+    # Back with its application: the replay fans out within it.
+    assert await client.hget(keys.event(event_id), "app") == DEFAULT_APP_ID
     replayed = await events.replay(event_id, None, now_ms(), 1, 0, sender="key_1")
     assert replayed.outcome is ReplayOutcome.OK and len(replayed.pending) == 1
     assert await attempt_now(client, replayed.pending[0], 200) == "succeeded"
@@ -140,8 +144,10 @@ async def test_replay_and_expunge_find_an_event_that_left(
                 tables.events.c.id == event_id  # not the delivery.exhausted event it caused
             )
         ).one()
-        statuses = conn.execute(sa.select(tables.deliveries.c.status)).scalars().all()
+        deliveries = conn.execute(
+            sa.select(tables.deliveries.c.status, tables.deliveries.c.application)
+        ).all()
     assert body is None and expunged is not None
-    assert sorted(statuses) == ["failed", "succeeded"]
+    assert sorted(deliveries) == [("failed", DEFAULT_APP_ID), ("succeeded", DEFAULT_APP_ID)]
     assert not await client.exists(keys.event(event_id))
     assert not await reviver.restore_event("msg_nothere", now_ms())

@@ -18,6 +18,7 @@ from webhook_service.history import records, tables, writer
 from webhook_service.history.shipper import Shipper
 from webhook_service.ids import new_id
 from webhook_service.store import keys
+from webhook_service.store.applications import DEFAULT_APP_ID
 from webhook_service.store.deliveries import Attempt, AttemptOutcome, DeliveryStore, HealthPolicy
 from webhook_service.store.events import EventStore, IdempotencyClaim
 from webhook_service.store.scripts import Scripts
@@ -36,7 +37,7 @@ def _shipper(client: redis.Redis, engine: sa.Engine, batch: int = 2000) -> Shipp
 async def _one_delivery_with_two_attempts(client: Redis) -> tuple[str, str]:
     """To the one endpoint subscribed to TYPE (made by the first call)."""
     scripts = Scripts(client)
-    if not await client.exists(keys.LUA_KEYS["sub_type"] + TYPE):
+    if not await client.exists(keys.sub_type(DEFAULT_APP_ID, TYPE)):
         await save_endpoint(scripts, TYPE, NOW)
     event_id = new_id("msg", NOW)
     claim = IdempotencyClaim("key_1", "order-" + event_id, "fp", 60, "done", NOW + 60_000)

@@ -8,12 +8,16 @@ from webhook_service.store.states import Status
 
 
 def _record(
-    *, status: Status = "failed", attempts: int = 3, last_class: str | None = "5xx"
+    *,
+    status: Status = "failed",
+    attempts: int = 3,
+    last_class: str | None = "5xx",
+    application: str | None = "app_1",
 ) -> DeliveryRecord:
     return DeliveryRecord(
         id="dlv_1", event_id="msg_1", endpoint_id="ep_1", event_type="a.b", status=status,
         attempts=attempts, next_at_ms=None, created_ms=0, updated_ms=0, last_code=503,
-        last_error=None, last_class=last_class,
+        last_error=None, last_class=last_class, application=application,
     )  # fmt: skip
 
 
@@ -41,6 +45,15 @@ def test_what_never_changes_is_told_apart() -> None:
     assert not DeliveryFilter(endpoint_id="ep_2").matches_for_good(record)
     assert not DeliveryFilter(event_type="x.y").matches_for_good(record)
     assert not DeliveryFilter(event_id="msg_2").matches_for_good(record)
+    assert DeliveryFilter(application="app_1").matches_for_good(record)
+    assert not DeliveryFilter(application="app_2").matches_for_good(record)
+
+
+def test_an_operational_delivery_matches_no_application() -> None:
+    # None is every application's, and operational deliveries too: the operator's view.
+    ops = _record(application=None)
+    assert DeliveryFilter().matches(ops)
+    assert not DeliveryFilter(application="app_1").matches(ops)
 
 
 def test_the_time_range_is_left_to_the_query() -> None:
@@ -55,3 +68,10 @@ def test_a_filter_survives_the_json_a_bulk_job_stores_it_as() -> None:
     )
     assert DeliveryFilter.from_json(query.to_json()) == query
     assert DeliveryFilter.from_json(DeliveryFilter().to_json()) == DeliveryFilter()
+    mine = DeliveryFilter(application="app_1", status="failed")
+    assert DeliveryFilter.from_json(mine.to_json()) == mine
+
+
+def test_a_filter_stored_before_applications_means_every_application() -> None:
+    stored = '{"endpoint_id":"ep_1","status":"failed","since_ms":null,"until_ms":null}'
+    assert DeliveryFilter.from_json(stored) == DeliveryFilter(endpoint_id="ep_1", status="failed")

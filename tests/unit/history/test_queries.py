@@ -18,6 +18,7 @@ from webhook_service.ids import id_bound
 from webhook_service.store.deliveries import DeliveryRecord
 
 EP, EV = "ep_01JDZ00000000000000000000", "msg_01JDZ00000000000000000000"
+APP = "app_01JDZ00000000000000000000"
 
 # (filter, the index it walks, whether that index answers every filter)
 SCANS = [
@@ -41,6 +42,25 @@ SCANS = [
     (DeliveryFilter(attempts_min=3), "deliveries_pkey", False),
     (DeliveryFilter(attempts_min=2, attempts_max=4), "deliveries_pkey", False),
     (DeliveryFilter(status="failed", attempts_max=1), "deliveries_by_status", False),
+    (DeliveryFilter(application=APP), "deliveries_by_application", True),
+    # An event and an endpoint are one application's: the filter keeps every row or none.
+    (DeliveryFilter(application=APP, event_id=EV), "deliveries_by_event", True),
+    (DeliveryFilter(application=APP, endpoint_id=EP), "deliveries_by_endpoint", True),
+    (
+        DeliveryFilter(application=APP, endpoint_id=EP, status="failed"),
+        "deliveries_by_endpoint_status",
+        True,
+    ),
+    (
+        DeliveryFilter(application=APP, endpoint_id=EP, event_type="a.b"),
+        "deliveries_by_endpoint",
+        False,
+    ),
+    # Before the filters every application's rows share: one application's page reads its
+    # own rows alone.
+    (DeliveryFilter(application=APP, event_type="a.b"), "deliveries_by_application", False),
+    (DeliveryFilter(application=APP, status="failed"), "deliveries_by_application", False),
+    (DeliveryFilter(application=APP, attempts_min=2), "deliveries_by_application", False),
 ]
 
 
@@ -55,6 +75,22 @@ def test_the_walk_asks_for_the_index_columns_in_order() -> None:
     assert scan.equal == (("endpoint_id", EP), ("status", "failed"))
     scan = queries.delivery_scan(DeliveryFilter(attempts_min=0, attempts_max=0))
     assert scan.equal == (("attempts", 0),)
+    scan = queries.delivery_scan(DeliveryFilter(application=APP, status="failed"))
+    assert scan.equal == (("application", APP),)
+    # Walking the endpoint's index, the application is the reader's to check.
+    scan = queries.delivery_scan(DeliveryFilter(application=APP, endpoint_id=EP))
+    assert scan.equal == (("endpoint_id", EP),)
+
+
+def test_the_application_is_in_the_query_only_when_its_index_walks() -> None:
+    query = DeliveryFilter(application=APP, status="failed")
+    where = _where(queries.deliveries_page(query, queries.delivery_scan(query), None, 10))
+    assert f"deliveries.application = '{APP}'" in where and "status" not in where
+    query = DeliveryFilter(application=APP, endpoint_id=EP)
+    where = _where(queries.deliveries_page(query, queries.delivery_scan(query), None, 10))
+    assert "application" not in where
+    events = _where(queries.events_page(EventFilter(application=APP), None, 10))
+    assert f"events.application = '{APP}'" in events
 
 
 def _where(statement: queries.Rows) -> str:
@@ -81,6 +117,13 @@ def test_a_time_range_is_an_id_range_and_a_created_range() -> None:
         (EventFilter(event_type="a.b"), "events_by_type"),
         (EventFilter(key_id="key_1"), "events_by_key"),
         (EventFilter(key_id="key_1", event_type="a.b"), "events_by_key_type"),
+        (EventFilter(application=APP), "events_by_application"),
+        (EventFilter(application=APP, event_type="a.b"), "events_by_application_type"),
+        (EventFilter(application=APP, key_id="key_1"), "events_by_application_key"),
+        (
+            EventFilter(application=APP, key_id="key_1", event_type="a.b"),
+            "events_by_application_key_type",
+        ),
     ],
 )
 def test_every_event_filter_combination_has_its_index(query: EventFilter, index: str) -> None:
@@ -127,6 +170,10 @@ def test_sqlite_walks_the_chosen_index_in_id_order(
         EventFilter(event_type="a.b", since_ms=1),
         EventFilter(key_id="k"),
         EventFilter(key_id="k", event_type="a.b", until_ms=9),
+        EventFilter(application=APP),
+        EventFilter(application=APP, event_type="a.b", since_ms=1),
+        EventFilter(application=APP, key_id="k"),
+        EventFilter(application=APP, key_id="k", event_type="a.b", until_ms=9),
     ],
 )
 def test_sqlite_pages_events_by_their_index_and_counts_deliveries_by_event(
