@@ -1,4 +1,4 @@
-"""WEBHOOK_MAX_ENDPOINTS: the endpoint past the limit is refused, however many are created
+"""WEBHOOK_MAX_ENDPOINTS_PER_APP: the endpoint past the limit is refused, however many are created
 at once, and deleting one makes room again."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from tests.integration.conftest import Api, serve_api, settings_for
 from tests.support.receiver import Receiver
 from tests.support.stack import Stack
 from webhook_service.store import keys
+from webhook_service.store.applications import DEFAULT_APP_ID
 
 ROOM = 3  # endpoints the test's limit leaves room for
 
@@ -27,8 +28,8 @@ async def test_the_endpoint_past_the_limit_is_refused_even_when_created_at_once(
     stack: Stack, receiver: Receiver
 ) -> None:
     client = Redis.from_url(stack.valkey.url, decode_responses=True)
-    limit = await client.zcard(keys.ENDPOINTS) + ROOM
-    settings = settings_for(stack).model_copy(update={"max_endpoints": limit})
+    limit = await client.zcard(keys.app_endpoints(DEFAULT_APP_ID)) + ROOM
+    settings = settings_for(stack).model_copy(update={"max_endpoints_per_app": limit})
     created: list[str] = []
     async with serve_api(settings) as (_, api):
         try:
@@ -36,9 +37,9 @@ async def test_the_endpoint_past_the_limit_is_refused_even_when_created_at_once(
             created = [body["id"] for status, body in answers if status == 201]
             refused = [body for status, body in answers if status != 201]
             assert len(created) == ROOM and len(refused) == 12 - ROOM, answers
-            assert await client.zcard(keys.ENDPOINTS) == limit
+            assert await client.zcard(keys.app_endpoints(DEFAULT_APP_ID)) == limit
             for problem in refused:
-                assert problem["status"] == 409
+                assert problem["status"] == 422
                 assert problem["type"].rsplit("/", 1)[1] == "endpoint-limit-reached"
                 assert str(limit) in problem["detail"]
 
@@ -47,7 +48,7 @@ async def test_the_endpoint_past_the_limit_is_refused_even_when_created_at_once(
             status, body = await _create(api, receiver, 99)
             assert status == 201, body
             created.append(body["id"])
-            assert (await _create(api, receiver, 100))[0] == 409
+            assert (await _create(api, receiver, 100))[0] == 422
             # Changing an endpoint is no creation: at the limit it still works.
             status, body, _ = await api.call(
                 "PATCH", f"/v1/endpoints/{created[0]}", json={"description": "still here"}

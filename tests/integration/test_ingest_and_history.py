@@ -12,6 +12,7 @@ from tests.support.stack import Stack
 from webhook_service.api.auth import ADMIN_KEY_ID
 from webhook_service.api.idempotency import fingerprint
 from webhook_service.store import keys
+from webhook_service.store.applications import DEFAULT_APP_ID
 
 
 async def test_idempotent_replay_conflict_and_mismatch(
@@ -41,7 +42,7 @@ async def test_idempotent_replay_conflict_and_mismatch(
     # A first request still in flight (strict mode holds it while the AOF syncs).
     client = redis.Redis.from_url(stack.valkey.url)
     client.hset(
-        keys.idempotency(ADMIN_KEY_ID, "in-flight-key"),
+        keys.idempotency(DEFAULT_APP_ID, ADMIN_KEY_ID, "in-flight-key"),
         mapping={"hash": "x", "state": "in_flight", "event": "msg_x", "until": 2**50},
     )
     status, problem, headers_409 = await api.call(
@@ -49,7 +50,7 @@ async def test_idempotent_replay_conflict_and_mismatch(
     )
     assert status == 422  # another body than the one in flight
     client.hset(
-        keys.idempotency(ADMIN_KEY_ID, "in-flight-key"),
+        keys.idempotency(DEFAULT_APP_ID, ADMIN_KEY_ID, "in-flight-key"),
         "hash",
         fingerprint(body),
     )

@@ -16,11 +16,17 @@ GLACIAL_RATE = 0.001
 
 
 async def make_key(
-    api: Api, scopes: Sequence[str], rate_limit: float | None = None, name: str = "test"
+    api: Api,
+    scopes: Sequence[str],
+    rate_limit: float | None = None,
+    name: str = "test",
+    application: str | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"name": name, "scopes": list(scopes)}
     if rate_limit is not None:
         body["rate_limit"] = rate_limit
+    if application is not None:
+        body["application"] = application
     status, created, _ = await api.call("POST", "/v1/api-keys", json=body)
     assert status == 201, created
     return cast(dict[str, Any], created)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from aiohttp import web
 
 from webhook_service.api.body import read_model
-from webhook_service.api.context import services
+from webhook_service.api.context import Services, services
 from webhook_service.api.models import ApiKeyIn, api_key_json
 from webhook_service.api.pagination import page_params
 from webhook_service.api.problems import ProblemError
+from webhook_service.api.scopes import Scope
 from webhook_service.timeutil import now_ms
 
 routes = web.RouteTableDef()
@@ -18,8 +19,32 @@ routes = web.RouteTableDef()
 async def create_api_key(request: web.Request) -> web.Response:
     svc = services(request)
     body = await read_model(request, ApiKeyIn, svc.settings.max_payload_bytes)
-    record, key = await svc.api_keys.create(body.name, body.scopes, body.rate_limit, now_ms())
+    application = None
+    if body.application is not None:
+        application = await _binding(svc, body.application, body.scopes)
+    record, key = await svc.api_keys.create(
+        body.name, body.scopes, body.rate_limit, now_ms(), application
+    )
     return web.json_response({**api_key_json(record), "key": key}, status=201)
+
+
+async def _binding(svc: Services, named: str, scopes: list[Scope]) -> str:
+    """The id of the application a new key is bound to. Such a key may not be an admin:
+    admin manages API keys and sees every application."""
+    if Scope.ADMIN in scopes:
+        raise ProblemError(
+            422,
+            "A key bound to an application cannot have the admin scope.",
+            errors=[{"pointer": "/scopes", "detail": "admin is for keys of no application"}],
+        )
+    found = await svc.applications.resolve(named)
+    if found is None:
+        raise ProblemError(
+            422,
+            "No application has this id or uid.",
+            errors=[{"pointer": "/application", "detail": "no such application"}],
+        )
+    return found.id
 
 
 @routes.get("/v1/api-keys")

@@ -7,6 +7,7 @@ from aiohttp import web
 from webhook_service import dashboard
 from webhook_service.api import (
     apikeys,
+    applications,
     cron,
     deliveries,
     endpoints,
@@ -46,7 +47,7 @@ def create_app(svc: Services) -> web.Application:
     )
     app[SERVICES] = svc
     app[IN_FLIGHT] = InFlight(svc.settings.key_concurrency)
-    for module in (health, events, endpoints, deliveries, jobs, cron, apikeys):
+    for module in (health, events, endpoints, deliveries, jobs, cron, apikeys, applications):
         app.add_routes(module.routes)
     for module in (event_history, stats, metrics):
         app.add_routes(module.routes)

@@ -22,6 +22,8 @@ class Caller:
     key_id: str
     scopes: frozenset[str]
     rate_limit: float | None = None  # events per second on ingest
+    # The one application the key sees (api/tenancy.py); None: every one.
+    application: str | None = None
 
 
 CALLER = web.RequestKey("caller", Caller)
@@ -61,7 +63,9 @@ async def authenticate(request: web.Request) -> Caller:
             return Caller(ADMIN_KEY_ID, frozenset({Scope.ADMIN}))
         record = await svc.api_keys.verify(presented)
         if record is not None:
-            return Caller(record.id, frozenset(record.scopes), record.rate_limit)
+            return Caller(
+                record.id, frozenset(record.scopes), record.rate_limit, record.application
+            )
     raise ProblemError(401, "The API key is not valid.", headers=_CHALLENGE)
 
 

@@ -15,6 +15,7 @@ from webhook_service.delivery.ssrf import Guard
 from webhook_service.history.reader import HistoryReader
 from webhook_service.history.revive import Reviver
 from webhook_service.store.apikeys import ApiKeyStore
+from webhook_service.store.applications import ApplicationStore
 from webhook_service.store.deliveries import DeliveryStore
 from webhook_service.store.endpoints import EndpointStore
 from webhook_service.store.events import EventStore, InlineWakeup
@@ -46,6 +47,7 @@ class Services:
     strict_replicas: int
     jobs: JobStore
     api_keys: ApiKeyStore
+    applications: ApplicationStore
     limiter: RateLimiter
     # Every history read: the SQL log, with Redis for what is still in flight.
     history: HistoryReader

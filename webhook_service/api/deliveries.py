@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from webhook_service.api.context import services
+from webhook_service.api.context import Services, services
 from webhook_service.api.models import attempt_json, delivery_json
 from webhook_service.api.pagination import page_params, query_problem
 from webhook_service.api.problems import ProblemError
+from webhook_service.api.routing import tenant_route
+from webhook_service.api.tenancy import ensure_visible, not_found, resolve, visible_application
 from webhook_service.history.filters import DeliveryFilter
-from webhook_service.store.deliveries import STATUS_CLASSES, RetryOutcome
+from webhook_service.store.deliveries import STATUS_CLASSES, DeliveryRecord, RetryOutcome
 from webhook_service.store.states import STATUSES
 from webhook_service.timeutil import now_ms, parse_instant
 
@@ -56,10 +58,26 @@ def _count(request: web.Request, name: str) -> int | None:
     return int(raw)
 
 
-def delivery_filter(request: web.Request) -> DeliveryFilter:
+async def listed_application(request: web.Request) -> str | None:
+    """The application a history list or bulk retry covers: the path's or the key's, else
+    the ``application`` query parameter (an id or a uid), else every one. Naming another
+    application than the caller's own is answered 404, as for any of its records."""
+    scope = await visible_application(request)
+    named = request.query.get("application")
+    if named is None:
+        return scope
+    if len(named) > 256 or not named.isascii():
+        raise query_problem("application", "an application id or uid")
+    application = await resolve(services(request), request, named)
+    ensure_visible(scope, application, not_found())
+    return application
+
+
+async def delivery_filter(request: web.Request) -> DeliveryFilter:
     """The history filters from the query string, shared by the list and bulk retry."""
     since, until = query_times(request)
     return DeliveryFilter(
+        application=await listed_application(request),
         endpoint_id=request.query.get("endpoint_id"),
         event_id=request.query.get("event_id"),
         status=_choice(request, "status", STATUSES),
@@ -72,10 +90,10 @@ def delivery_filter(request: web.Request) -> DeliveryFilter:
     )
 
 
-@routes.get("/v1/deliveries")
+@tenant_route(routes, "GET", "/v1/deliveries")
 async def list_route(request: web.Request) -> web.Response:
     svc = services(request)
-    query = delivery_filter(request)
+    query = await delivery_filter(request)
     limit, cursor = page_params(request)
     page = await svc.history.list_deliveries(query, limit, cursor)
     return web.json_response(
@@ -83,28 +101,48 @@ async def list_route(request: web.Request) -> web.Response:
     )
 
 
-@routes.get("/v1/deliveries/{delivery_id}")
+_NO_DELIVERY = "No delivery has this id."
+
+
+async def _application_of(svc: Services, record: DeliveryRecord) -> str | None:
+    """A delivery's application is its event's; Redis keeps it on the event alone."""
+    if record.application is not None:
+        return record.application
+    event = await svc.history.get_event(record.event_id)
+    return None if event is None else event.application
+
+
+async def load_delivery(request: web.Request) -> DeliveryRecord:
+    """The delivery the route names, if the caller may see its application, or a 404."""
+    svc = services(request)
+    scope = await visible_application(request)
+    record = await svc.history.get_delivery(request.match_info["delivery_id"])
+    if record is None:
+        raise ProblemError(404, _NO_DELIVERY)
+    if scope is not None:
+        ensure_visible(scope, await _application_of(svc, record), ProblemError(404, _NO_DELIVERY))
+    return record
+
+
+@tenant_route(routes, "GET", "/v1/deliveries/{delivery_id}")
 async def get_delivery(request: web.Request) -> web.Response:
     svc = services(request)
-    delivery_id = request.match_info["delivery_id"]
-    record = await svc.history.get_delivery(delivery_id)
-    if record is None:
-        raise ProblemError(404, "No delivery has this id.")
+    record = await load_delivery(request)
     attempts = await svc.history.attempt_log(record)
     return web.json_response(
         {**delivery_json(record), "attempt_log": [attempt_json(a) for a in attempts]}
     )
 
 
-@routes.post("/v1/deliveries/{delivery_id}/retry")
+@tenant_route(routes, "POST", "/v1/deliveries/{delivery_id}/retry")
 async def retry_delivery(request: web.Request) -> web.Response:
     svc = services(request)
-    delivery_id = request.match_info["delivery_id"]
+    delivery_id = (await load_delivery(request)).id
     [outcome] = await svc.reviver.retry(
         svc.deliveries, [delivery_id], now_ms(), int(svc.settings.wakeup_grace * 1000)
     )
     if outcome is RetryOutcome.MISSING:
-        raise ProblemError(404, "No delivery has this id.")
+        raise ProblemError(404, _NO_DELIVERY)
     if outcome is RetryOutcome.PENDING:
         raise ProblemError(409, "This delivery is already pending; it will be attempted.")
     await svc.waker.wake([delivery_id], retry=True)

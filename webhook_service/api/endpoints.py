@@ -14,10 +14,14 @@ from webhook_service.api.context import Services, services
 from webhook_service.api.models import EndpointIn, EndpointPatch, RotateIn, endpoint_json
 from webhook_service.api.pagination import page_params
 from webhook_service.api.problems import ProblemError
+from webhook_service.api.routing import tenant_route
 from webhook_service.api.scopes import Scope, grants
+from webhook_service.api.tenancy import APP_NOT_FOUND, home_application
 from webhook_service.delivery.ssrf import DestinationBlocked
 from webhook_service.ids import new_id
+from webhook_service.store.applications import DEFAULT_APP_ID
 from webhook_service.store.endpoints import (
+    ApplicationMissing,
     EndpointLimitReached,
     EndpointRecord,
     SealedSecret,
@@ -45,11 +49,24 @@ ENDPOINT_NOT_FOUND = "No endpoint has this id."
 
 
 async def load_endpoint(svc: Services, request: web.Request) -> EndpointRecord:
-    """The endpoint the route's ``{endpoint_id}`` names, or a 404 problem."""
+    """The endpoint the route's ``{endpoint_id}`` names in the request's application, or a
+    404 problem: another application's endpoint is not there."""
+    application = await home_application(request)
     record = await svc.endpoints.get(request.match_info["endpoint_id"])
-    if record is None:
+    if record is None or record.application != application:
         raise ProblemError(404, ENDPOINT_NOT_FOUND)
     return record
+
+
+def _operations_here(application: str, operations: bool | None) -> None:
+    """Our operational events are the operator's: only an endpoint of the default
+    application may take them, never one a tenant manages."""
+    if operations and application != DEFAULT_APP_ID:
+        raise ProblemError(
+            422,
+            "Only an endpoint of the default application may receive operational events.",
+            errors=[{"pointer": "/operations", "detail": "only in the default application"}],
+        )
 
 
 def _shown_json(svc: Services, request: web.Request, record: EndpointRecord) -> dict[str, Any]:
@@ -62,16 +79,19 @@ def _shown_json(svc: Services, request: web.Request, record: EndpointRecord) -> 
     return endpoint_json(record, headers)
 
 
-@routes.post("/v1/endpoints")
+@tenant_route(routes, "POST", "/v1/endpoints")
 async def create_endpoint(request: web.Request) -> web.Response:
     svc = services(request)
+    application = await home_application(request)
     body = await read_model(request, EndpointIn, svc.settings.max_payload_bytes)
+    _operations_here(application, body.operations)
     await _check_destination(svc, body.url)
     now = now_ms()
     endpoint_id = new_id("ep", now)
     secret, public_key = _new_key(body.signature)
     record = EndpointRecord(
         id=endpoint_id,
+        application=application,
         url=body.url,
         description=body.description,
         event_types=body.event_types,
@@ -84,6 +104,7 @@ async def create_endpoint(request: web.Request) -> web.Response:
         sealed_headers=seal_headers(svc.box, endpoint_id, body.headers or {}),
         rate_limit=body.rate_limit,
         operations=body.operations,
+        channels=body.channels,
     )
     await _save_new(svc, record)
     return web.json_response(
@@ -92,17 +113,21 @@ async def create_endpoint(request: web.Request) -> web.Response:
 
 
 async def _save_new(svc: Services, record: EndpointRecord) -> None:
-    """Refused, writing nothing, once there are WEBHOOK_MAX_ENDPOINTS: every event fans out
-    to its endpoints in one step, so their number bounds what one event may cost."""
-    most = svc.settings.max_endpoints
+    """Refused, writing nothing, once the application has WEBHOOK_MAX_ENDPOINTS_PER_APP: every
+    event fans out to its application's endpoints in one step, so their number bounds what
+    one event may cost."""
+    most = svc.settings.max_endpoints_per_app
     try:
         await svc.endpoints.save(record, creating=True, max_endpoints=most)
     except EndpointLimitReached:
         raise ProblemError(
-            409,
-            f"The service holds its limit of {most} endpoints; delete one to create another.",
+            422,
+            f"This application holds its limit of {most} endpoints "
+            "(WEBHOOK_MAX_ENDPOINTS_PER_APP); delete one to create another.",
             kind="endpoint-limit-reached",
         ) from None
+    except ApplicationMissing:
+        raise ProblemError(404, APP_NOT_FOUND) from None
 
 
 def _new_key(signature: str, supplied: str | None = None) -> tuple[str, str | None]:
@@ -130,23 +155,24 @@ def _shown(secret: str, public_key: str | None) -> dict[str, str | None]:
     return {"secret": None if public_key else secret, "public_key": public_key}
 
 
-@routes.get("/v1/endpoints")
+@tenant_route(routes, "GET", "/v1/endpoints")
 async def list_endpoints(request: web.Request) -> web.Response:
     svc = services(request)
+    application = await home_application(request)
     limit, cursor = page_params(request)
-    records, next_cursor = await svc.endpoints.page(limit, cursor)
+    records, next_cursor = await svc.endpoints.page(limit, cursor, application)
     return web.json_response(
         {"data": [_shown_json(svc, request, r) for r in records], "next_cursor": next_cursor}
     )
 
 
-@routes.get("/v1/endpoints/{endpoint_id}")
+@tenant_route(routes, "GET", "/v1/endpoints/{endpoint_id}")
 async def get_endpoint(request: web.Request) -> web.Response:
     svc = services(request)
     return web.json_response(_shown_json(svc, request, await load_endpoint(svc, request)))
 
 
-@routes.patch("/v1/endpoints/{endpoint_id}")
+@tenant_route(routes, "PATCH", "/v1/endpoints/{endpoint_id}")
 async def patch_endpoint(request: web.Request) -> web.Response:
     svc = services(request)
     record = await load_endpoint(svc, request)
@@ -165,7 +191,10 @@ async def patch_endpoint(request: web.Request) -> web.Response:
     if "rate_limit" in given:
         record.rate_limit = patch.rate_limit
     if "operations" in given and patch.operations is not None:
+        _operations_here(record.application, patch.operations)
         record.operations = patch.operations
+    if "channels" in given:
+        record.channels = patch.channels
     now = now_ms()
     record.updated_ms = now
     await svc.endpoints.save(record, creating=False)
@@ -174,32 +203,33 @@ async def patch_endpoint(request: web.Request) -> web.Response:
     return web.json_response(_shown_json(svc, request, await load_endpoint(svc, request)))
 
 
-@routes.post("/v1/endpoints/{endpoint_id}/enable")
+@tenant_route(routes, "POST", "/v1/endpoints/{endpoint_id}/enable")
 async def enable_endpoint(request: web.Request) -> web.Response:
     return await _set_disabled(request, disabled=False)
 
 
-@routes.post("/v1/endpoints/{endpoint_id}/disable")
+@tenant_route(routes, "POST", "/v1/endpoints/{endpoint_id}/disable")
 async def disable_endpoint(request: web.Request) -> web.Response:
     return await _set_disabled(request, disabled=True)
 
 
 async def _set_disabled(request: web.Request, *, disabled: bool) -> web.Response:
     svc = services(request)
-    if not await svc.endpoints.set_disabled(request.match_info["endpoint_id"], disabled, now_ms()):
+    record = await load_endpoint(svc, request)
+    if not await svc.endpoints.set_disabled(record.id, disabled, now_ms()):
         raise ProblemError(404, ENDPOINT_NOT_FOUND)
     return web.json_response(_shown_json(svc, request, await load_endpoint(svc, request)))
 
 
-@routes.delete("/v1/endpoints/{endpoint_id}")
+@tenant_route(routes, "DELETE", "/v1/endpoints/{endpoint_id}")
 async def delete_endpoint(request: web.Request) -> web.Response:
     svc = services(request)
-    if not await svc.endpoints.delete(request.match_info["endpoint_id"]):
+    if not await svc.endpoints.delete((await load_endpoint(svc, request)).id):
         raise ProblemError(404, ENDPOINT_NOT_FOUND)
     return web.Response(status=204)
 
 
-@routes.get("/v1/endpoints/{endpoint_id}/secret")
+@tenant_route(routes, "GET", "/v1/endpoints/{endpoint_id}/secret")
 async def get_secret(request: web.Request) -> web.Response:
     svc = services(request)
     record = await load_endpoint(svc, request)
@@ -207,7 +237,7 @@ async def get_secret(request: web.Request) -> web.Response:
     return web.json_response(_shown(svc.box.open(current.sealed, record.id), record.public_key))
 
 
-@routes.post("/v1/endpoints/{endpoint_id}/rotate-secret")
+@tenant_route(routes, "POST", "/v1/endpoints/{endpoint_id}/rotate-secret")
 async def rotate_secret(request: web.Request) -> web.Response:
     svc = services(request)
     record = await load_endpoint(svc, request)

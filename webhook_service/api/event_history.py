@@ -12,22 +12,25 @@ from aiohttp import web
 from webhook_service.api.auth import CALLER
 from webhook_service.api.body import read_model
 from webhook_service.api.context import services
-from webhook_service.api.deliveries import query_times
+from webhook_service.api.deliveries import listed_application, query_times
 from webhook_service.api.models import ReplayIn, delivery_json, event_summary_json
 from webhook_service.api.pagination import page_params
 from webhook_service.api.problems import ProblemError
+from webhook_service.api.routing import tenant_route
 from webhook_service.api.scopes import Scope
+from webhook_service.api.tenancy import ensure_visible, visible_application
 from webhook_service.history.filters import EventFilter
-from webhook_service.store.events import ExpungeOutcome, Replayed, ReplayOutcome
+from webhook_service.store.events import EventRecord, ExpungeOutcome, Replayed, ReplayOutcome
 from webhook_service.timeutil import iso, now_ms
 
 routes = web.RouteTableDef()
 
 
-@routes.get("/v1/events")
+@tenant_route(routes, "GET", "/v1/events")
 async def list_route(request: web.Request) -> web.Response:
     since, until = query_times(request)
     query = EventFilter(
+        application=await listed_application(request),
         event_type=request.query.get("type"),
         key_id=request.query.get("key_id"),
         since_ms=since,
@@ -43,18 +46,28 @@ async def list_route(request: web.Request) -> web.Response:
 _NO_EVENT = "No event has this id."
 
 
-@routes.get("/v1/events/{event_id}")
-async def get_event(request: web.Request) -> web.Response:
-    history = services(request).history
-    record = await history.get_event(request.match_info["event_id"])
+async def load_event(request: web.Request) -> EventRecord:
+    """The event the route names, if the caller may see its application, or a 404."""
+    scope = await visible_application(request)
+    record = await services(request).history.get_event(request.match_info["event_id"])
     if record is None:
         raise ProblemError(404, _NO_EVENT)
+    ensure_visible(scope, record.application, ProblemError(404, _NO_EVENT))
+    return record
+
+
+@tenant_route(routes, "GET", "/v1/events/{event_id}")
+async def get_event(request: web.Request) -> web.Response:
+    history = services(request).history
+    record = await load_event(request)
     payload = orjson.loads(record.body) if record.body else None
     deliveries = await history.deliveries(record.delivery_ids)
     return web.json_response(
         {
             "id": record.id,
+            "application": record.application,
             "type": record.type,
+            "channels": list(record.channels),
             "timestamp": iso(record.created_ms),
             "data": payload["data"] if payload else None,
             "deliveries": [delivery_json(d) for d in deliveries],
@@ -91,13 +104,14 @@ def _refusal(outcome: ReplayOutcome) -> ProblemError:
     )
 
 
-@routes.post("/v1/events/{event_id}/replay")
+@tenant_route(routes, "POST", "/v1/events/{event_id}/replay")
 async def replay(request: web.Request) -> web.Response:
     svc = services(request)
+    event = await load_event(request)
+    event_id = event.id
     body = ReplayIn()
     if request.can_read_body:
         body = await read_model(request, ReplayIn, svc.settings.max_payload_bytes)
-    event_id = request.match_info["event_id"]
 
     async def replay_now() -> Replayed:
         return await svc.events.replay(
@@ -107,6 +121,7 @@ async def replay(request: web.Request) -> web.Response:
             svc.settings.max_attempts,
             int(svc.settings.wakeup_grace * 1000),
             sender=_sender(request),
+            channels=event.channels,
         )
 
     replayed = await replay_now()
@@ -122,17 +137,17 @@ async def replay(request: web.Request) -> web.Response:
     records = await svc.deliveries.get_many(replayed.delivery_ids)
     return web.json_response(
         {
-            "event_id": request.match_info["event_id"],
+            "event_id": event_id,
             "deliveries": [delivery_json(d) for d in records],
         },
         status=202,
     )
 
 
-@routes.delete("/v1/events/{event_id}/payload")
+@tenant_route(routes, "DELETE", "/v1/events/{event_id}/payload")
 async def expunge_payload(request: web.Request) -> web.Response:
     svc = services(request)
-    event_id = request.match_info["event_id"]
+    event_id = (await load_event(request)).id
     sender = _sender(request)
     expunged = await svc.events.expunge_payload(event_id, now_ms(), sender=sender)
     if expunged.outcome is ExpungeOutcome.MISSING and await svc.reviver.restore_event(

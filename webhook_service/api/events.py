@@ -21,9 +21,17 @@ from webhook_service.api.idempotency import (
 )
 from webhook_service.api.models import EventIn
 from webhook_service.api.problems import ProblemError
+from webhook_service.api.routing import tenant_route
+from webhook_service.api.tenancy import bound_application, not_found, path_application
 from webhook_service.ids import new_id
 from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
+from webhook_service.store.applications import (
+    DEFAULT_APP_ID,
+    DEFAULT_APPLICATION,
+    NewApplication,
+    is_app_id,
+)
 from webhook_service.store.events import IdempotencyClaim, IngestOutcome
 from webhook_service.timeutil import iso, now_ms
 
@@ -38,11 +46,39 @@ _WAITAOF_TIMEOUT_MS = 2000
 _BACKLOG_RETRY_AFTER = "5"
 
 
-def _accepted(event_id: str, event_type: str, created_ms: int, fanout: int) -> dict[str, Any]:
-    return {"id": event_id, "type": event_type, "timestamp": iso(created_ms), "deliveries": fanout}
+def _accepted(
+    event_id: str, application: str, event_type: str, created_ms: int, fanout: int
+) -> dict[str, Any]:
+    return {
+        "id": event_id,
+        "application": application,
+        "type": event_type,
+        "timestamp": iso(created_ms),
+        "deliveries": fanout,
+    }
 
 
-@routes.post("/v1/events")
+async def _destination(request: web.Request, event: EventIn) -> tuple[str, NewApplication | None]:
+    """The application the event goes to, and the one to create with it if it is missing.
+    An id in the path is checked by the ingest script itself (no round trip here); a uid is
+    looked up, and a missing one is created only when the event says how to name it."""
+    raw = path_application(request)
+    bound = bound_application(request)
+    if raw is None:
+        home = bound or DEFAULT_APP_ID
+        return home, DEFAULT_APPLICATION if home == DEFAULT_APP_ID else None
+    app_id: str | None = raw
+    if not is_app_id(raw):
+        app_id = await services(request).applications.id_of_uid(raw)
+        if app_id is None and event.application is not None and bound is None:
+            created = NewApplication(new_id("app", now_ms()), raw, event.application.name)
+            return created.id, created
+    if app_id is None or (bound is not None and app_id != bound):
+        raise not_found()
+    return app_id, None
+
+
+@tenant_route(routes, "POST", "/v1/events")
 async def post_event(request: web.Request) -> web.Response:
     svc = services(request)
     idem_key = validate_key(request.headers.get(HEADER))
@@ -51,6 +87,7 @@ async def post_event(request: web.Request) -> web.Response:
     await _within_rate_limit(request)
     parsed, _ = await read_json(request, svc.settings.max_payload_bytes)
     event = validate(EventIn, parsed)
+    app_id, create_app = await _destination(request, event)
     if event.type in OPERATIONAL_EVENT_TYPES:
         raise ProblemError(
             422,
@@ -71,6 +108,9 @@ async def post_event(request: web.Request) -> web.Response:
             until_ms=now + _IN_FLIGHT_MS,
         )
     accepted = await svc.events.accept(
+        app_id=app_id,
+        create_app=create_app,
+        channels=tuple(event.channels or ()),
         event_id=event_id,
         event_type=event.type,
         body=body,
@@ -85,16 +125,25 @@ async def post_event(request: web.Request) -> web.Response:
     )
     if accepted.outcome is IngestOutcome.BACKLOG_FULL:
         raise _backlog_full(svc.settings.log_backlog_max)
+    if accepted.outcome is IngestOutcome.NO_APP:
+        raise not_found()
+    if accepted.outcome is IngestOutcome.THROTTLED:
+        raise _throttled(
+            "This application is over its rate_limit; retry after the given delay.",
+            accepted.retry_after_ms / 1000,
+        )
     problem = outcome_problem(accepted.outcome)
     if problem is not None:
         raise problem
-    reply = _accepted(accepted.event_id, accepted.event_type, accepted.created_ms, accepted.fanout)
+    reply = _accepted(
+        accepted.event_id, app_id, accepted.event_type, accepted.created_ms, accepted.fanout
+    )
     if accepted.outcome is IngestOutcome.REPLAY:
         return _json_202(reply, {REPLAYED_HEADER: "true"})
     if svc.strict_durability:
         await _wait_for_fsync(request)
         if claim is not None:
-            await svc.events.settle_idempotency(claim)
+            await svc.events.settle_idempotency(claim, app_id=app_id)
     if accepted.delivery_ids and not accepted.woken:
         await svc.waker.wake(accepted.delivery_ids, retry=False)
     return _json_202(reply)
@@ -127,12 +176,18 @@ async def _within_rate_limit(request: web.Request) -> None:
     name = f"apikey:{request[CALLER_KEY_ID]}"
     wait = await services(request).limiter.acquire(name, rate, max(1, math.floor(rate)))
     if wait > 0:
-        raise ProblemError(
-            429,
-            f"This API key may send {rate:g} events per second; retry after the given delay.",
-            kind="rate-limited",
-            headers={"Retry-After": str(max(1, math.ceil(wait)))},
+        raise _throttled(
+            f"This API key may send {rate:g} events per second; retry after the given delay.", wait
         )
+
+
+def _throttled(detail: str, wait_s: float) -> ProblemError:
+    return ProblemError(
+        429,
+        detail,
+        kind="rate-limited",
+        headers={"Retry-After": str(max(1, math.ceil(wait_s)))},
+    )
 
 
 async def _wait_for_fsync(request: web.Request) -> None:

@@ -21,6 +21,8 @@ from webhook_service.api.deliveries import delivery_filter
 from webhook_service.api.endpoints import load_endpoint
 from webhook_service.api.models import RecoverIn, job_json
 from webhook_service.api.problems import ProblemError
+from webhook_service.api.routing import tenant_route
+from webhook_service.api.tenancy import bound_application
 from webhook_service.history.filters import DeliveryFilter
 from webhook_service.history.reader import HistoryReader, LogUnavailable
 from webhook_service.history.revive import Reviver
@@ -144,9 +146,9 @@ async def _start(
     return web.json_response(job_json(job), status=202, headers={"Location": f"/v1/jobs/{job.id}"})
 
 
-@routes.post("/v1/deliveries/retry")
+@tenant_route(routes, "POST", "/v1/deliveries/retry")
 async def bulk_retry(request: web.Request) -> web.Response:
-    query = delivery_filter(request)
+    query = await delivery_filter(request)
     # Without a status, what needs a retry is what failed; succeeded ones are re-sent only
     # when asked for by name, and pending ones are on their way already.
     status = query.status or "failed"
@@ -159,10 +161,11 @@ async def bulk_retry(request: web.Request) -> web.Response:
     return await _start(request, "retry", query, (status,))
 
 
-@routes.post("/v1/endpoints/{endpoint_id}/recover")
+@tenant_route(routes, "POST", "/v1/endpoints/{endpoint_id}/recover")
 async def recover(request: web.Request) -> web.Response:
     svc = services(request)
-    endpoint_id = (await load_endpoint(svc, request)).id
+    endpoint = await load_endpoint(svc, request)
+    endpoint_id = endpoint.id
     body = await read_model(request, RecoverIn, svc.settings.max_payload_bytes)
     since = parse_iso(body.since)
     until = parse_iso(body.until) if body.until else now_ms()
@@ -171,13 +174,19 @@ async def recover(request: web.Request) -> web.Response:
             422, "The window ends before it starts.",
             errors=[{"pointer": "/until", "detail": "not before since"}],
         )  # fmt: skip
-    query = DeliveryFilter(endpoint_id=endpoint_id, since_ms=since, until_ms=until)
+    query = DeliveryFilter(
+        application=endpoint.application, endpoint_id=endpoint_id, since_ms=since, until_ms=until
+    )
     return await _start(request, "recover", query, ("failed", "disabled"))
 
 
 @routes.get("/v1/jobs/{job_id}")
 async def get_job(request: web.Request) -> web.Response:
     job = await services(request).jobs.get(request.match_info["job_id"])
-    if job is None:
+    bound = bound_application(request)
+    # A bound key sees the jobs of its own application only: those its filter stays within.
+    if job is None or (
+        bound is not None and DeliveryFilter.from_json(job.filter).application != bound
+    ):
         raise ProblemError(404, "No job has this id.")
     return web.json_response(job_json(job))

@@ -11,6 +11,7 @@ from webhook_service.api.scopes import Scope
 from webhook_service.controls import CONTROLS
 from webhook_service.history.filters import EventSummary
 from webhook_service.store.apikeys import ApiKeyRecord
+from webhook_service.store.applications import ApplicationRecord, is_app_id
 from webhook_service.store.deliveries import Attempt, DeliveryRecord
 from webhook_service.store.endpoints import EndpointRecord
 from webhook_service.store.jobs import JobRecord
@@ -87,9 +88,80 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+# Channels narrow fan-out within an application: an endpoint that lists some receives only
+# the events that carry one of them.
+Channel = Annotated[
+    str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")
+]
+Channels = Annotated[
+    list[Channel] | None, Field(min_length=1, max_length=10), AfterValidator(_unique)
+]
+
+
+# An application's uid: the producer's own id for its customer. Never app_…, so that a path
+# segment is an id or a uid by its look alone (store/applications.py is_app_id).
+def _not_an_id(uid: str) -> str:
+    if is_app_id(uid):
+        raise ValueError("a uid may not start with app_, which marks an application id")
+    if not uid.strip("."):
+        # '.' and '..' as a path segment are resolved away by URL libraries, never sent.
+        raise ValueError("a uid may not be dots alone")
+    return uid
+
+
+Uid = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,256}$"),
+    AfterValidator(_not_an_id),
+]
+AppName = Annotated[
+    str, StringConstraints(min_length=1, max_length=256), AfterValidator(_no_controls)
+]
+MetadataValue = Annotated[str, StringConstraints(max_length=1024), AfterValidator(_no_controls)]
+Metadata = Annotated[
+    dict[Annotated[str, StringConstraints(min_length=1, max_length=64)], MetadataValue],
+    Field(max_length=50),
+]
+
+
+class NewApplicationIn(_Strict):
+    """An event's ``application``: create the application the path names by uid, if it
+    does not exist yet, in the same step that stores the event."""
+
+    name: AppName
+
+
 class EventIn(_Strict):
     type: EventType
     data: dict[str, Any]
+    channels: Channels = None
+    application: NewApplicationIn | None = None
+
+
+class ApplicationIn(_Strict):
+    name: AppName
+    uid: Uid | None = None
+    metadata: Metadata = Field(default_factory=dict)
+    rate_limit: RateLimit | None = None
+
+
+class ApplicationPatch(_Strict):
+    name: AppName | None = None
+    uid: Uid | None = None
+    metadata: Metadata | None = None
+    rate_limit: RateLimit | None = None
+
+
+def application_json(record: ApplicationRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "name": record.name,
+        "uid": record.uid,
+        "metadata": record.metadata,
+        "rate_limit": record.rate_limit,
+        "created_at": iso(record.created_ms),
+        "updated_at": iso(record.updated_ms),
+    }
 
 
 class EndpointIn(_Strict):
@@ -101,6 +173,7 @@ class EndpointIn(_Strict):
     headers: Headers = None
     rate_limit: RateLimit | None = None
     operations: bool = False
+    channels: Channels = None
 
 
 # A rotation keeps the old key signing for at most a week.
@@ -121,6 +194,7 @@ class EndpointPatch(_Strict):
     headers: Headers = None
     rate_limit: RateLimit | None = None
     operations: bool | None = None
+    channels: Channels = None
 
 
 def _instant(text: str) -> str:
@@ -159,7 +233,9 @@ class ReplayIn(_Strict):
 def event_summary_json(event: EventSummary) -> dict[str, Any]:
     return {
         "id": event.id,
+        "application": event.application,
         "type": event.type,
+        "channels": list(event.channels),
         "timestamp": iso(event.created_ms),
         "key_id": event.key_id,
         "deliveries": event.deliveries,
@@ -171,9 +247,11 @@ def endpoint_json(record: EndpointRecord, headers: Mapping[str, str | None]) -> 
     """``headers``: the endpoint's own, opened or with each value withheld (None)."""
     return {
         "id": record.id,
+        "application": record.application,
         "url": record.url,
         "description": record.description,
         "event_types": record.event_types,
+        "channels": record.channels,
         "disabled": record.disabled,
         "disabled_reason": record.disabled_reason if record.disabled else None,
         "disabled_at": iso(record.disabled_at_ms) if record.disabled_at_ms else None,
@@ -190,6 +268,7 @@ def endpoint_json(record: EndpointRecord, headers: Mapping[str, str | None]) -> 
 def delivery_json(record: DeliveryRecord) -> dict[str, Any]:
     return {
         "id": record.id,
+        "application": record.application,
         "event_id": record.event_id,
         "endpoint_id": record.endpoint_id,
         "event_type": record.event_type,
@@ -231,6 +310,8 @@ class ApiKeyIn(_Strict):
         AfterValidator(_distinct),
     ]
     rate_limit: RateLimit | None = None
+    # Bind the key to one application (its id or uid): it sees nothing of any other.
+    application: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = None
 
 
 def api_key_json(record: ApiKeyRecord) -> dict[str, Any]:
@@ -238,6 +319,7 @@ def api_key_json(record: ApiKeyRecord) -> dict[str, Any]:
         "id": record.id,
         "name": record.name,
         "scopes": list(record.scopes),
+        "application": record.application,
         "rate_limit": record.rate_limit,
         "created_at": iso(record.created_ms),
     }

@@ -10,6 +10,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Final
 
+from webhook_service.api.routing import flat_path
+
 
 class Scope(StrEnum):
     EVENTS_WRITE = "events:write"
@@ -18,6 +20,8 @@ class Scope(StrEnum):
     ENDPOINTS_WRITE = "endpoints:write"
     DELIVERIES_READ = "deliveries:read"
     DELIVERIES_WRITE = "deliveries:write"
+    APPLICATIONS_READ = "applications:read"
+    APPLICATIONS_WRITE = "applications:write"
     # Implies every other scope, and alone manages API keys.
     ADMIN = "admin"
 
@@ -49,6 +53,11 @@ ROUTE_SCOPES: dict[tuple[str, str], Scope | None] = {
     ("POST", "/v1/endpoints/{endpoint_id}/disable"): Scope.ENDPOINTS_WRITE,
     ("POST", "/v1/endpoints/{endpoint_id}/recover"): Scope.DELIVERIES_WRITE,
     ("GET", "/v1/jobs/{job_id}"): Scope.DELIVERIES_READ,
+    ("GET", "/v1/applications"): Scope.APPLICATIONS_READ,
+    ("POST", "/v1/applications"): Scope.APPLICATIONS_WRITE,
+    ("GET", "/v1/applications/{app}"): Scope.APPLICATIONS_READ,
+    ("PATCH", "/v1/applications/{app}"): Scope.APPLICATIONS_WRITE,
+    ("DELETE", "/v1/applications/{app}"): Scope.APPLICATIONS_WRITE,
     ("GET", "/v1/api-keys"): Scope.ADMIN,
     ("POST", "/v1/api-keys"): Scope.ADMIN,
     ("DELETE", "/v1/api-keys/{key_id}"): Scope.ADMIN,
@@ -80,8 +89,9 @@ ROUTE_SCOPES: dict[tuple[str, str], Scope | None] = {
 
 
 def required_scope(method: str, route_path: str) -> Scope | None:
-    """The scope a request to a registered route needs; None: the route is public."""
-    key = ("GET" if method == "HEAD" else method, route_path)
+    """The scope a request to a registered route needs; None: the route is public. A route
+    under /v1/applications/{app}/ needs what its flat form needs (api/tenancy.py)."""
+    key = ("GET" if method == "HEAD" else method, flat_path(route_path))
     return ROUTE_SCOPES.get(key, Scope.ADMIN)
 
 

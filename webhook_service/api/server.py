@@ -17,6 +17,7 @@ from webhook_service.history.revive import Reviver
 from webhook_service.redaction import configured_secrets, install_log_redaction
 from webhook_service.store import schema
 from webhook_service.store.apikeys import ApiKeyStore
+from webhook_service.store.applications import ApplicationStore
 from webhook_service.store.connect import (
     RedisTimeouts,
     async_client,
@@ -78,6 +79,7 @@ async def build_app(settings: Settings, publisher: Celery | None) -> web.Applica
         strict_replicas=replicas,
         jobs=JobStore(client, ttl_s=7 * 86400),
         api_keys=ApiKeyStore(client, box),
+        applications=ApplicationStore(client, scripts),
         limiter=RateLimiter(scripts),
         history=history,
         reviver=Reviver(history, scripts, int(settings.hot_seconds * 1000)),

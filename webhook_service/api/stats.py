@@ -8,6 +8,7 @@ from aiohttp import web
 
 from webhook_service.api.context import services
 from webhook_service.api.endpoints import load_endpoint
+from webhook_service.api.routing import tenant_route
 from webhook_service.store.stats import Window, endpoint_stats
 from webhook_service.timeutil import iso, now_ms
 
@@ -38,7 +39,7 @@ def _at(ms: int | None) -> str | None:
     return None if ms is None else iso(ms)
 
 
-@routes.get("/v1/endpoints/{endpoint_id}/stats")
+@tenant_route(routes, "GET", "/v1/endpoints/{endpoint_id}/stats")
 async def stats(request: web.Request) -> web.Response:
     svc = services(request)
     endpoint_id = (await load_endpoint(svc, request)).id

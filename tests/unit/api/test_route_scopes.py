@@ -43,7 +43,8 @@ def test_admin_implies_every_scope_and_others_only_themselves(scope: Scope) -> N
 def test_scope_names_are_the_documented_strings() -> None:
     assert [s.value for s in Scope] == [
         "events:write", "events:read", "endpoints:read", "endpoints:write",
-        "deliveries:read", "deliveries:write", "admin",
+        "deliveries:read", "deliveries:write", "applications:read", "applications:write",
+        "admin",
     ]  # fmt: skip
 
 
