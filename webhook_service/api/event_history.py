@@ -121,7 +121,6 @@ async def replay(request: web.Request) -> web.Response:
             svc.settings.max_attempts,
             int(svc.settings.wakeup_grace * 1000),
             sender=_sender(request),
-            channels=event.channels,
         )
 
     replayed = await replay_now()

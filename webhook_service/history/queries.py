@@ -196,9 +196,5 @@ def event_by_id(event_id: str) -> Rows:
     return sa.select(*_EVENT_COLUMNS, _e.c.body).where(_e.c.id == event_id)
 
 
-def event_channels(event_id: str) -> Rows:
-    return sa.select(_e.c.channels).where(_e.c.id == event_id)
-
-
 def delivery_ids_of_event(event_id: str) -> sa.Select[str]:
     return sa.select(_d.c.id).where(_d.c.event_id == event_id).order_by(_d.c.id)

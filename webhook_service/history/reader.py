@@ -6,7 +6,7 @@
   refuses, as the log has it).
 - A read by id looks in Redis first, then in SQL: an event just accepted, or a delivery just
   made, is there before the shipper has written it, and is read even while SQL is away.
-- Attempts are the log's alone (Redis keeps none), and so are an event's channels.
+- Attempts are the log's alone (Redis keeps none).
 - A delivery's application is its event's: a record read from Redis gets it from the log's
   row (in a list) or from its event's hash (by id).
 
@@ -199,7 +199,7 @@ class HistoryReader:
     async def get_event(self, event_id: str) -> EventRecord | None:
         held = await self._events.get(event_id)
         if held is not None:
-            return await self._with_channels(held)
+            return held
         if not looks_like(event_id, "msg"):
             return None
         async with self._sql() as conn:
@@ -217,13 +217,3 @@ class HistoryReader:
             application=row.application,
             channels=_channels(row.channels),
         )
-
-    async def _with_channels(self, event: EventRecord) -> EventRecord:
-        """An event read from Redis, with its channels from the log, which alone keeps them
-        after the fan-out: none until the shipper has written it, nor while the log is away
-        (Redis's record is read all the same)."""
-        try:
-            rows = await self.rows(queries.event_channels(event.id))
-        except LogUnavailable:
-            return event
-        return dataclasses.replace(event, channels=_channels(rows[0].channels)) if rows else event

@@ -18,13 +18,17 @@ from webhook_service.store.scripts import Scripts
 _d, _e = tables.deliveries, tables.events
 _EVENT_COLUMNS = (
     _e.c.id, _e.c.type, _e.c.key_id, _e.c.body, _e.c.expunged_ms, _e.c.application,
+    _e.c.channels,
 )  # fmt: skip
 
 
 def _event(row: Any) -> EventRow:
     """From a row holding _EVENT_COLUMNS (SQLAlchemy types a row's columns only positionally).
-    Its application goes back with it: a replay fans out within it."""
-    return EventRow(row.id, row.type, row.key_id, row.body, row.expunged_ms, row.application)
+    Its application and channels go back with it: a replay fans out by them."""
+    return EventRow(
+        row.id, row.type, row.key_id, row.body, row.expunged_ms, row.application,
+        tuple(row.channels or ()),
+    )  # fmt: skip
 
 
 class Reviver:

@@ -156,14 +156,11 @@ class ReplayArgs:
     grace_ms: int
     endpoint_id: str | None  # None: every endpoint subscribed now
     sender: str | None  # the API key id the event must have been sent with; None: any
-    # The event's channels, which Redis lets go of after its fan-out (the log has them).
-    channels: tuple[str, ...]
 
     def argv(self) -> list[str | int | float]:
         return [
             self.now_ms, self.event_id, self.part, self.budget, self.grace_ms,
             self.endpoint_id or "", self.sender or "",
-            orjson.dumps(sorted(set(self.channels))).decode() if self.channels else "",
         ]  # fmt: skip
 
 
@@ -275,6 +272,7 @@ class EventStore:
             key_id=raw.get("key", ""),
             delivery_ids=event_deliveries(event_id, raw.get("dlvs")),
             application=raw.get("app") or None,
+            channels=tuple(orjson.loads(raw["ch"])) if raw.get("ch") else (),
         )
 
     async def replay(
@@ -286,15 +284,12 @@ class EventStore:
         grace_ms: int,
         *,
         sender: str | None,
-        channels: tuple[str, ...] = (),
     ) -> Replayed:
         """New deliveries of a stored event: to every endpoint of its application that
-        takes it now, or to one that does. ``sender``: only an event sent with this API key
-        id counts (None: any). ``channels``: the event's, as the log has them (Redis does
-        not keep them); with none given it reaches only endpoints without channels, never
-        one it would not have reached when it was sent."""
+        takes it now (its type and channels), or to one that does. ``sender``: only an
+        event sent with this API key id counts (None: any)."""
         part = new_id("dlv", now_ms).partition("_")[2]
-        args = ReplayArgs(now_ms, event_id, part, budget, grace_ms, endpoint_id, sender, channels)
+        args = ReplayArgs(now_ms, event_id, part, budget, grace_ms, endpoint_id, sender)
         return Replayed.parse(await self._scripts.run("replay", args.argv()))
 
     async def expunge_payload(self, event_id: str, now_ms: int, *, sender: str | None) -> Expunged:

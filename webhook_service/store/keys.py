@@ -44,7 +44,9 @@ event:{msg}                hash   type, created (ms) (**), body (the exact bytes
                                   event's body as its tail only,
                                   ids.event_deliveries), live (how many of them Redis
                                   still holds: the event leaves with the last, release.lua),
-                                  expunged (ms the body was deleted, then no body)
+                                  expunged (ms the body was deleted, then no body), ch
+                                  (its channels, JSON list; only when it has some: a
+                                  replay fans out by them again)
 delivery:{dlv}             hash   event (**), endpoint (**), type (**), status, attempts,
                                   budget, next_at, created (**), updated, code, error,
                                   lease, lease_until,

@@ -28,11 +28,14 @@ class EventRow:
     body: str | None  # None once expunged
     expunged_ms: int | None
     application: str | None = None  # None: one of our operational events
+    channels: tuple[str, ...] = ()
 
     def as_lua(self) -> dict[str, object]:
         row: dict[str, object] = {"id": self.id, "type": self.type, "key": self.key_id}
         if self.application is not None:
             row["app"] = self.application
+        if self.channels:
+            row["ch"] = orjson.dumps(list(self.channels)).decode()
         if self.body is not None:
             row["body"] = self.body
         if self.expunged_ms is not None:

@@ -124,7 +124,7 @@ async def _log_success(client: Redis, delivery: str, at: int) -> None:
 
 async def _hold_in_redis(client: Redis, sent: Sent, at: int) -> None:
     """What ingest.lua leaves in Redis for an event in flight: its hash (with ``app``, '' for
-    none) and its deliveries' hashes, pending."""
+    none, and ``ch`` when it has channels) and its deliveries' hashes, pending."""
     tails = [d.removeprefix("dlv_" + sent.id.partition("_")[2]) for d in sent.deliveries]
     await client.hset(
         keys.event(sent.id),
@@ -133,6 +133,8 @@ async def _hold_in_redis(client: Redis, sent: Sent, at: int) -> None:
             "live": len(tails), "app": sent.application or "",
         },
     )  # fmt: skip
+    if sent.channels:
+        await client.hset(keys.event(sent.id), "ch", orjson.dumps(list(sent.channels)).decode())
     for d in sent.deliveries:
         await client.hset(
             keys.delivery(d),
@@ -180,10 +182,9 @@ async def test_application_and_channels_are_logged_and_read_back(
     theirs = await _log_event(client, TWO, NOW + 2, B, [ep_2])
     await _hold_in_redis(client, mine, NOW)
 
-    # Not shipped yet: Redis answers, the application from the event's hash; the channels
-    # are the log's alone.
+    # Not shipped yet: Redis answers, the application and channels from the event's hash.
     held = await log.reader.get_event(mine.id)
-    assert held is not None and (held.application, held.channels) == (A, ())
+    assert held is not None and (held.application, held.channels) == (A, ("eu", "invoices"))
     in_flight = await log.reader.deliveries(mine.deliveries)
     assert [(r.id, r.application) for r in in_flight] == [(d, A) for d in mine.deliveries]
 
@@ -248,9 +249,7 @@ async def test_the_scripts_records_carry_the_application_and_channels(
     assert (summary.id, summary.application, summary.channels) == (
         event_id, app, ("eu", "invoices"),
     )  # fmt: skip
-    replayed = await events.replay(
-        event_id, None, NOW + 10, 3, 1000, sender=None, channels=summary.channels
-    )
+    replayed = await events.replay(event_id, None, NOW + 10, 3, 1000, sender=None)
     (again,) = replayed.delivery_ids
     log.ship()
     listed = await _walk_deliveries(log.reader, DeliveryFilter(application=app), 10)

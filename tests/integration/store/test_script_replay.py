@@ -46,10 +46,9 @@ async def _replay(
     event_id: str,
     endpoint_id: str | None = None,
     sender: str | None = None,
-    channels: tuple[str, ...] = (),
 ) -> Replayed:
     return await EventStore(client, Scripts(client)).replay(
-        event_id, endpoint_id, NOW + 50, 5, GRACE_MS, sender=sender, channels=channels
+        event_id, endpoint_id, NOW + 50, 5, GRACE_MS, sender=sender
     )
 
 
@@ -62,10 +61,10 @@ async def _reached(client: Redis, replayed: Replayed) -> set[str]:
     return {row[1] for row in logged["dlv"]}
 
 
-def test_the_args_end_with_the_events_channels() -> None:
-    args = ReplayArgs(NOW, "msg_1", "P" * 26, 3, GRACE_MS, None, "key_1", ("b", "a", "b"))
-    assert args.argv() == [NOW, "msg_1", "P" * 26, 3, GRACE_MS, "", "key_1", '["a","b"]']
-    assert ReplayArgs(NOW, "msg_1", "P", 3, 0, "ep_1", None, ()).argv()[5:] == ["ep_1", "", ""]
+def test_the_args_are_in_the_scripts_order() -> None:
+    args = ReplayArgs(NOW, "msg_1", "P" * 26, 3, GRACE_MS, None, "key_1")
+    assert args.argv() == [NOW, "msg_1", "P" * 26, 3, GRACE_MS, "", "key_1"]
+    assert ReplayArgs(NOW, "msg_1", "P", 3, 0, "ep_1", None).argv()[5:] == ["ep_1", ""]
 
 
 async def _hash(client: Redis, key: str) -> dict[str, str]:
@@ -194,13 +193,16 @@ async def test_a_replay_takes_the_events_channels(client: Redis) -> None:
     on_a = await app_endpoint(scripts, app_id, [TYPE], NOW - 8, ["a"])
     on_b = await app_endpoint(scripts, app_id, None, NOW - 7, ["b"])
     event_id = await _event(client, app_id=app_id, channels=("a",))
+    # Kept with the event (only when it has some), as EventStore.get reads them back.
+    assert await client.hget(keys.event(event_id), "ch") == '["a"]'
+    held = await EventStore(client, scripts).get(event_id)
+    assert held is not None and held.channels == ("a",)
+    without = await _event(client, app_id=app_id)
+    assert not await client.hexists(keys.event(without), "ch")
 
-    assert await _reached(client, await _replay(client, event_id, channels=("a",))) == {
-        plain, on_a,
-    }  # fmt: skip
-    # Without them it reaches only endpoints without channels: never one it did not reach.
-    assert await _reached(client, await _replay(client, event_id)) == {plain}
+    assert await _reached(client, await _replay(client, event_id)) == {plain, on_a}
+    assert await _reached(client, await _replay(client, without)) == {plain}
     size = await client.dbsize()
-    other = await _replay(client, event_id, on_b, channels=("a",))
+    other = await _replay(client, event_id, on_b)
     await _refused(client, other, ReplayOutcome.NOT_SUBSCRIBED, size)
-    assert (await _replay(client, event_id, on_a, channels=("a",))).outcome is ReplayOutcome.OK
+    assert (await _replay(client, event_id, on_a)).outcome is ReplayOutcome.OK

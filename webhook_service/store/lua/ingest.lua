@@ -72,6 +72,8 @@ if channels_json ~= '' then channels = cjson.decode(channels_json) end
 local due_at = now + grace_ms
 local ids, pending = create_event(now, {id = event_id, type = etype, body = body, key = key_id,
   idem = idem_sent, app = app, channels = channels}, subscribers(app, etype), budget, due_at)
+-- Kept for a replay, which fans out by them again; most events have none and pay nothing.
+if channels_json ~= '' then redis.call('HSET', K.event .. event_id, 'ch', channels_json) end
 redis.call('HINCRBY', K.metrics, 'events_accepted', 1)
 if wake_queue ~= '' then
   push_wakeups(wake_queue, wake_template, wake_batch, event_id, pending)

@@ -15,14 +15,12 @@ local grace_ms = tonumber(ARGV[5])    -- ms until a delivery's due entry wakes i
 local only = ARGV[6]                  -- the one endpoint ('' = every one subscribed now)
 local sender = ARGV[7]                -- the API key id the event must have been sent with
                                       -- ('' = any, for an admin)
-local channels_json = ARGV[8]         -- the event's channels, a JSON list ('' = none):
-                                      -- Redis lets them go after the fan-out
 -- Returns {'ok', ids, pending ids}, or {why}: 'missing', 'no_payload', 'no_endpoint',
 -- 'not_subscribed', 'endpoint_disabled' (store/events.py ReplayOutcome).
 local due_at = now + grace_ms
 local ekey = K.event .. event_id
 
-local ev = redis.call('HMGET', ekey, 'type', 'body', 'dlvs', 'key', 'app')
+local ev = redis.call('HMGET', ekey, 'type', 'body', 'dlvs', 'key', 'app', 'ch')
 -- Another key's event is answered as no event at all: that it exists is not for this caller.
 if not ev[1] or (sender ~= '' and ev[4] ~= sender) then return {'missing'} end
 if not ev[2] then return {'no_payload'} end
@@ -32,7 +30,7 @@ local etype, app = ev[1], ev[5]
 local wanted = nil
 if not OPS_TYPES[etype] then
   local channels = {}
-  if channels_json ~= '' then channels = cjson.decode(channels_json) end
+  if ev[6] then channels = cjson.decode(ev[6]) end
   wanted = channel_filter(channels)
 end
 

@@ -9,8 +9,9 @@ local now = tonumber(ARGV[1])
 local grace = tonumber(ARGV[2])  -- ms to a revived delivery's due entry, the safety net for
                                  -- the wake-up its caller sends
 local hot = tonumber(ARGV[3])    -- ms a restored event stays named for release
--- Events (JSON list of {id, type, key, app?, body?, expunged?}; app absent: one of our
--- operational events, of no application): each restored if absent, with no
+-- Events (JSON list of {id, type, key, app?, ch?, body?, expunged?}; app absent: one of our
+-- operational events, of no application; ch: its channels, JSON text): each restored if
+-- absent, with no
 -- live delivery, and named for release hot ms on (release.lua keeps it while a delivery
 -- revived below, or a replay's, is live).
 local events = cjson.decode(ARGV[4])
@@ -26,6 +27,7 @@ for _, e in ipairs(events) do
     redis.call('HSET', ekey, 'type', e.type, 'key', e.key, 'app', e.app or '', 'dlvs', '',
       'live', 0)
     if e.body then redis.call('HSET', ekey, 'body', e.body) end
+    if e.ch then redis.call('HSET', ekey, 'ch', e.ch) end
     if e.expunged then redis.call('HSET', ekey, 'expunged', e.expunged) end
     redis.call('ZADD', K.release, now + hot, e.id)
   end
