@@ -372,3 +372,35 @@ async def test_a_bound_key_finds_nothing_of_another_application(
                 assert status == 200, (path, answer)
         status, page, _ = await api.call("GET", "/v1/applications", key=key)
         assert [a["id"] for a in page["data"]] == [mine["app"]]
+
+
+async def test_a_bound_key_manages_no_applications_and_is_never_an_admin(api: Api) -> None:
+    app = await new_app(api, "Bound limits", uid="bound-limits")
+    status, problem, _ = await api.call(
+        "POST", "/v1/api-keys",
+        json={"name": "x", "scopes": ["admin"], "application": "bound-limits"},
+    )  # fmt: skip
+    assert status == 422 and problem["errors"][0]["pointer"] == "/scopes", problem
+    status, problem, _ = await api.call(
+        "POST", "/v1/api-keys", json={"name": "x", "scopes": ["events:read"], "application": "nope"}
+    )
+    assert status == 422 and problem["errors"][0]["pointer"] == "/application", problem
+    made = await make_key(api, TENANT_SCOPES, application=app["id"])
+    assert made["application"] == app["id"]
+    status, problem, _ = await api.call(
+        "POST", "/v1/applications", json={"name": "Mine now"}, key=made["key"]
+    )
+    assert status == 403 and problem["type"].endswith("/bound-key"), problem
+    # Its flat routes are its own application's, not the default one's.
+    status, accepted, _ = await api.call(
+        "POST", "/v1/events", json={"type": "a.b", "data": {}}, key=made["key"]
+    )
+    assert status == 202 and accepted["application"] == app["id"], accepted
+
+
+@pytest.mark.parametrize("uid", [".", "..", "...", "app_x", "has space", "a/b", ""])
+async def test_a_uid_that_cannot_name_one_path_segment_is_refused(api: Api, uid: str) -> None:
+    status, problem, _ = await api.call(
+        "POST", "/v1/applications", json={"name": "Bad uid", "uid": uid}
+    )
+    assert status == 422 and problem["errors"][0]["pointer"] == "/uid", problem
