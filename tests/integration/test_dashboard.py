@@ -99,7 +99,7 @@ async def test_sign_in_find_a_failed_delivery_and_retry_it(
     await expect(row.get_by_text("failing")).to_be_visible()
     await screenshot(page, "01-endpoints")
 
-    await page.get_by_role("navigation").get_by_role("link", name="Deliveries").click()
+    await page.get_by_role("navigation", name="Main").get_by_role("link", name="Deliveries").click()
     await page.get_by_label("Status").select_option("failed")
     await page.get_by_label("Endpoint").fill(endpoint["id"])
     await page.get_by_role("button", name="Filter").click()

@@ -83,6 +83,21 @@ ROUTE_SCOPES: dict[tuple[str, str], Scope | None] = {
     ("GET", "/dashboard/deliveries/{delivery_id}"): PUBLIC,
     ("POST", "/dashboard/deliveries/{delivery_id}/retry"): PUBLIC,
     ("GET", "/dashboard/jobs/{job_id}"): PUBLIC,
+    # Its applications, and each page above within one (dashboard/places.py): the same
+    # handler, calling /v1/applications/{app}/... with the person's key, which finds another
+    # application missing (404) when bound to one.
+    ("GET", "/dashboard/applications"): PUBLIC,
+    ("GET", "/dashboard/applications/{app}"): PUBLIC,
+    ("GET", "/dashboard/applications/{app}/endpoints/{endpoint_id}"): PUBLIC,
+    ("POST", "/dashboard/applications/{app}/endpoints/{endpoint_id}/enable"): PUBLIC,
+    ("POST", "/dashboard/applications/{app}/endpoints/{endpoint_id}/disable"): PUBLIC,
+    ("POST", "/dashboard/applications/{app}/endpoints/{endpoint_id}/rotate-secret"): PUBLIC,
+    ("POST", "/dashboard/applications/{app}/endpoints/{endpoint_id}/recover"): PUBLIC,
+    ("GET", "/dashboard/applications/{app}/deliveries"): PUBLIC,
+    ("POST", "/dashboard/applications/{app}/deliveries/retry"): PUBLIC,
+    ("GET", "/dashboard/applications/{app}/deliveries/{delivery_id}"): PUBLIC,
+    ("POST", "/dashboard/applications/{app}/deliveries/{delivery_id}/retry"): PUBLIC,
+    ("GET", "/dashboard/applications/{app}/jobs/{job_id}"): PUBLIC,
     ("GET", "/dashboard/static/dashboard.css"): PUBLIC,
     ("GET", "/dashboard/static/dashboard.js"): PUBLIC,
 }

@@ -10,12 +10,13 @@ from importlib.resources import files
 
 from aiohttp import web
 
-from webhook_service.dashboard import delivery_pages, endpoint_pages, login
+from webhook_service.dashboard import application_pages, delivery_pages, endpoint_pages, login
 from webhook_service.dashboard.access import Handler, http_session
 from webhook_service.dashboard.layout import apply_security_headers
+from webhook_service.dashboard.places import APPLICATIONS, NESTED_PREFIX, PREFIX
 
-PREFIX = "/dashboard"
 _STATIC = {"dashboard.css": "text/css", "dashboard.js": "text/javascript"}
+Route = tuple[str, str, Handler]
 
 
 def _static(name: str, content_type: str) -> Handler:
@@ -28,21 +29,29 @@ def _static(name: str, content_type: str) -> Handler:
     return handler
 
 
-ROUTES: list[tuple[str, str, Handler]] = [
-    ("GET", PREFIX, endpoint_pages.overview),
+def _both(method: str, flat: str, handler: Handler) -> list[Route]:
+    """A page's two forms with one handler (as the API's, api/routing.py tenant_route):
+    ``/dashboard{flat}`` on the flat API routes and
+    ``/dashboard/applications/{app}{flat}`` on the application's (places.py)."""
+    return [(method, PREFIX + flat, handler), (method, NESTED_PREFIX + flat, handler)]
+
+
+ROUTES: list[Route] = [
+    *_both("GET", "", endpoint_pages.overview),
     ("GET", f"{PREFIX}/login", login.login_form),
     ("POST", f"{PREFIX}/login", login.login),
     ("POST", f"{PREFIX}/logout", login.logout),
-    ("GET", f"{PREFIX}/endpoints/{{endpoint_id}}", endpoint_pages.endpoint_page),
-    ("POST", f"{PREFIX}/endpoints/{{endpoint_id}}/enable", endpoint_pages.enable),
-    ("POST", f"{PREFIX}/endpoints/{{endpoint_id}}/disable", endpoint_pages.disable),
-    ("POST", f"{PREFIX}/endpoints/{{endpoint_id}}/rotate-secret", endpoint_pages.rotate),
-    ("POST", f"{PREFIX}/endpoints/{{endpoint_id}}/recover", endpoint_pages.recover),
-    ("GET", f"{PREFIX}/deliveries", delivery_pages.history),
-    ("POST", f"{PREFIX}/deliveries/retry", delivery_pages.bulk_retry),
-    ("GET", f"{PREFIX}/deliveries/{{delivery_id}}", delivery_pages.delivery_page),
-    ("POST", f"{PREFIX}/deliveries/{{delivery_id}}/retry", delivery_pages.retry),
-    ("GET", f"{PREFIX}/jobs/{{job_id}}", delivery_pages.job_page),
+    ("GET", f"{PREFIX}/{APPLICATIONS}", application_pages.applications),
+    *_both("GET", "/endpoints/{endpoint_id}", endpoint_pages.endpoint_page),
+    *_both("POST", "/endpoints/{endpoint_id}/enable", endpoint_pages.enable),
+    *_both("POST", "/endpoints/{endpoint_id}/disable", endpoint_pages.disable),
+    *_both("POST", "/endpoints/{endpoint_id}/rotate-secret", endpoint_pages.rotate),
+    *_both("POST", "/endpoints/{endpoint_id}/recover", endpoint_pages.recover),
+    *_both("GET", "/deliveries", delivery_pages.history),
+    *_both("POST", "/deliveries/retry", delivery_pages.bulk_retry),
+    *_both("GET", "/deliveries/{delivery_id}", delivery_pages.delivery_page),
+    *_both("POST", "/deliveries/{delivery_id}/retry", delivery_pages.retry),
+    *_both("GET", "/jobs/{job_id}", delivery_pages.job_page),
     *(("GET", f"{PREFIX}/static/{name}", _static(name, kind)) for name, kind in _STATIC.items()),
 ]
 

@@ -21,6 +21,7 @@ from webhook_service.api.problems import REDIS_DOWN_RETRY_AFTER, ProblemError
 from webhook_service.client.errors import APIError, TransportError
 from webhook_service.dashboard import layout
 from webhook_service.dashboard.markup import path
+from webhook_service.dashboard.places import Place, place_of
 from webhook_service.dashboard.session import (
     CSRF_FIELD,
     Session,
@@ -32,7 +33,9 @@ from webhook_service.dashboard.session import (
 )
 
 HTTP = web.AppKey("dashboard_http", aiohttp.ClientSession)
-View = Callable[[web.Request, Session, AdminApi], Awaitable[web.StreamResponse]]
+# A page: the request, its session, the API as the signed-in key on the routes of the page's
+# place (its application's, or the flat ones), and that place.
+View = Callable[[web.Request, Session, AdminApi, Place], Awaitable[web.StreamResponse]]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -79,7 +82,9 @@ def unavailable(error: APIError) -> ProblemError:
 
 
 def signed_in(view: View) -> Handler:
-    """Only with a session; a POST also needs our own origin and the form's token."""
+    """Only with a session; a POST also needs our own origin and the form's token. The view
+    gets the API on its place's routes: within an application, every call it makes is the
+    nested route's, so a key bound to another application finds nothing (404)."""
 
     @functools.wraps(view)
     async def handler(request: web.Request) -> web.StreamResponse:
@@ -96,7 +101,9 @@ def signed_in(view: View) -> Handler:
                     403, "Refused", "This form did not come from this dashboard.", session
                 )
         try:
-            return await view(request, session, api_for(request, session.key))
+            api = api_for(request, session.key)
+            place = await place_of(request, api)
+            return await view(request, session, api.within(place.app), place)
         except APIError as exc:
             if exc.status == 401:
                 # Revoked or expired in the meantime: sign in again.

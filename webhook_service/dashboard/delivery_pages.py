@@ -11,7 +11,8 @@ from webhook_service.client.errors import APIError
 from webhook_service.dashboard import charts, layout
 from webhook_service.dashboard.access import explain, redirect, signed_in
 from webhook_service.dashboard.endpoint_pages import facts_list
-from webhook_service.dashboard.markup import Markup, join, path, render, with_query
+from webhook_service.dashboard.markup import Markup, join, render, with_query
+from webhook_service.dashboard.places import Place
 from webhook_service.dashboard.session import Session
 
 STATUS_BADGE = {"succeeded": "ok", "failed": "bad", "pending": "warn", "disabled": "off"}
@@ -21,6 +22,8 @@ PAGE_SIZES = ("50", "25", "100", "250")
 # While something is under way, its page reloads itself this often (seconds).
 REFRESH = 1
 BODY_PREVIEW = 60
+# A job's kind in words; one without its own (an application's deletion) by its name.
+JOB_KINDS = {"retry": "bulk retry", "recover": "recovery"}
 
 
 def _select(name: str, label: str, options: tuple[str, ...], chosen: str, blank: str) -> Markup:
@@ -52,7 +55,7 @@ def _text(name: str, label: str, value: str, placeholder: str = "", kind: str = 
     )
 
 
-def filter_form(query: dict[str, str]) -> Markup:
+def filter_form(place: Place, query: dict[str, str]) -> Markup:
     """The API's own filters, by the API's own names, submitted as GET: a view is a URL."""
     get = query.get
     fields = [
@@ -70,7 +73,7 @@ def filter_form(query: dict[str, str]) -> Markup:
     return render(
         '<form method="get" action="$action" class="filters">$fields'
         '<button type="submit">Filter</button> <a href="$action">Clear</a></form>',
-        action=path("deliveries"),
+        action=place.path("deliveries"),
         fields=join(fields),
     )
 
@@ -80,40 +83,59 @@ def _short(delivery_id: str) -> str:
     return delivery_id[:4] + "…" + delivery_id[-10:]
 
 
-def delivery_rows(deliveries: list[JSON]) -> list[list[Markup | str | int]]:
+def _application_link(place: Place, record: JSON) -> Markup | str:
+    """A record's application, linked to its pages; the default one's are the flat pages."""
+    owner = place.of(record)
+    if owner.app is None:
+        return d.application(record)
+    return render('<a href="$href">$app</a>', href=owner.home, app=owner.app)
+
+
+def delivery_rows(place: Place, deliveries: list[JSON]) -> list[list[Markup | str | int]]:
+    """One row each, linked within this place; a flat list (every application the key may
+    see) also says which application each delivery is of."""
     rows: list[list[Markup | str | int]] = []
     for x in deliveries:
-        rows.append(
-            [
-                render(
-                    '<a href="$href" title="$id">$short</a>',
-                    href=path("deliveries", x["id"]),
-                    id=x["id"],
-                    short=_short(x["id"]),
-                ),
-                layout.badge(x["status"], STATUS_BADGE[x["status"]]),
-                x["attempts"],
-                d.delivery_outcome(x),
-                x["event_type"],
-                render(
-                    '<a href="$href">$id</a>',
-                    href=path("endpoints", x["endpoint_id"]),
-                    id=x["endpoint_id"],
-                ),
-                d.moment(x["created_at"]),
-                d.moment(x["updated_at"]),
-            ]
-        )
+        owner = place.of(x)
+        row: list[Markup | str | int] = [
+            render(
+                '<a href="$href" title="$id">$short</a>',
+                href=owner.path("deliveries", x["id"]),
+                id=x["id"],
+                short=_short(x["id"]),
+            ),
+            layout.badge(x["status"], STATUS_BADGE[x["status"]]),
+            x["attempts"],
+            d.delivery_outcome(x),
+            x["event_type"],
+            render(
+                '<a href="$href">$id</a>',
+                href=owner.path("endpoints", x["endpoint_id"]),
+                id=x["endpoint_id"],
+            ),
+            d.moment(x["created_at"]),
+            d.moment(x["updated_at"]),
+        ]
+        if place.app is None:
+            row.insert(5, _application_link(place, x))
+        rows.append(row)
     return rows
 
 
-def _bulk_retry(query: dict[str, str], session: Session) -> Markup:
+def delivery_headers(place: Place) -> list[str]:
+    headers = ["Delivery", "Status", "Attempts", "Last", "Event type", "Endpoint"]
+    if place.app is None:
+        headers.insert(5, "Application")
+    return [*headers, "Created", "Updated"]
+
+
+def _bulk_retry(place: Place, query: dict[str, str], session: Session) -> Markup:
     chosen = {k: query[k] for k in BULK_RETRY_FILTERS if query.get(k)}
     if not chosen or chosen.get("status") == "pending":
         return Markup("")
     what = chosen.get("status", "failed")
     return layout.post_button(
-        path("deliveries", "retry"),
+        place.path("deliveries", "retry"),
         f"Retry every matching {what} delivery",
         session,
         confirm=f"Re-send every {what} delivery these filters match?",
@@ -122,7 +144,9 @@ def _bulk_retry(query: dict[str, str], session: Session) -> Markup:
 
 
 @signed_in
-async def history(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+async def history(
+    request: web.Request, session: Session, api: AdminApi, place: Place
+) -> web.StreamResponse:
     query = {
         k: v for k, v in request.query.items() if v and k in (*DELIVERY_FILTERS, "cursor", "limit")
     }
@@ -135,21 +159,23 @@ async def history(request: web.Request, session: Session, api: AdminApi) -> web.
             raise
         note, error = explain(exc), True
     table = layout.table(
-        ["Delivery", "Status", "Attempts", "Last", "Event type", "Endpoint", "Created", "Updated"],
-        delivery_rows(page["data"]),
+        delivery_headers(place),
+        delivery_rows(place, page["data"]),
         "No delivery matches these filters.",
     )
     more = Markup("")
     if page["next_cursor"]:
         after = {**query, "cursor": str(page["next_cursor"])}
         more = render(
-            '<p><a href="$href">Next page</a></p>', href=with_query(path("deliveries"), after)
+            '<p><a href="$href">Next page</a></p>',
+            href=with_query(place.path("deliveries"), after),
         )
-    body = join([filter_form(query), _bulk_retry(query, session), table, more])
+    body = join([filter_form(place, query), _bulk_retry(place, query, session), table, more])
     return layout.page(
         "Deliveries",
         body,
         session,
+        place=place,
         active="deliveries",
         note=note or layout.notice(request),
         error=error,
@@ -233,40 +259,43 @@ def _body(text: str) -> Markup:
 
 @signed_in
 async def delivery_page(
-    request: web.Request, session: Session, api: AdminApi
+    request: web.Request, session: Session, api: AdminApi, place: Place
 ) -> web.StreamResponse:
     delivery = await api.delivery(request.match_info["delivery_id"])
     pending = delivery["status"] == "pending"
-    facts = facts_list(
-        [
-            ("Status", layout.badge(delivery["status"], STATUS_BADGE[delivery["status"]])),
-            ("Event", f"{delivery['event_id']} ({delivery['event_type']})"),
-            (
-                "Endpoint",
-                render(
-                    '<a href="$href">$id</a>',
-                    href=path("endpoints", delivery["endpoint_id"]),
-                    id=delivery["endpoint_id"],
-                ),
+    owner = place.of(delivery)
+    facts = [
+        ("Status", layout.badge(delivery["status"], STATUS_BADGE[delivery["status"]])),
+        ("Event", f"{delivery['event_id']} ({delivery['event_type']})"),
+        (
+            "Endpoint",
+            render(
+                '<a href="$href">$id</a>',
+                href=owner.path("endpoints", delivery["endpoint_id"]),
+                id=delivery["endpoint_id"],
             ),
-            ("Attempts", delivery["attempts"]),
-            ("Last outcome", d.delivery_outcome(delivery)),
-            ("Next attempt", d.moment(delivery["next_attempt_at"])),
-            ("Created", d.moment(delivery["created_at"])),
-            ("Updated", d.moment(delivery["updated_at"])),
-        ]
-    )
+        ),
+        ("Attempts", delivery["attempts"]),
+        ("Last outcome", d.delivery_outcome(delivery)),
+        ("Next attempt", d.moment(delivery["next_attempt_at"])),
+        ("Created", d.moment(delivery["created_at"])),
+        ("Updated", d.moment(delivery["updated_at"])),
+    ]
+    if place.app is None:
+        facts.insert(2, ("Application", _application_link(place, delivery)))
     if pending:
         action = render('<p class="pending">Pending: a worker is on it. This page follows it.</p>')
     else:
         action = layout.post_button(
-            path("deliveries", delivery["id"], "retry"), "Retry now", session, css="primary"
+            place.path("deliveries", delivery["id"], "retry"), "Retry now", session, css="primary"
         )
-    body = join([facts, action, render("<h2>Attempts</h2>"), attempt_log(delivery)])
+    body = join([facts_list(facts), action, render("<h2>Attempts</h2>"), attempt_log(delivery)])
     return layout.page(
         "Delivery",
         body,
         session,
+        place=place,
+        trail=[("Deliveries", place.path("deliveries"))],
         active="deliveries",
         note=layout.notice(request),
         refresh=REFRESH if pending or _log_behind(delivery) else None,
@@ -280,7 +309,9 @@ def _log_behind(delivery: JSON) -> bool:
 
 
 @signed_in
-async def retry(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+async def retry(
+    request: web.Request, session: Session, api: AdminApi, place: Place
+) -> web.StreamResponse:
     delivery_id = request.match_info["delivery_id"]
     try:
         await api.retry(delivery_id)
@@ -288,19 +319,23 @@ async def retry(request: web.Request, session: Session, api: AdminApi) -> web.St
         # Already pending: it is being sent anyway, which is what the button asked for.
         if exc.status != 409:
             raise
-    return redirect(path("deliveries", delivery_id) + "?done=retried")
+    return redirect(place.path("deliveries", delivery_id) + "?done=retried")
 
 
 @signed_in
-async def bulk_retry(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+async def bulk_retry(
+    request: web.Request, session: Session, api: AdminApi, place: Place
+) -> web.StreamResponse:
     form = await read_form(request)
     query = {k: v for k in BULK_RETRY_FILTERS if isinstance(v := form.get(k), str) and v}
     job = await api.bulk_retry(query)
-    return redirect(path("jobs", job["id"]))
+    return redirect(place.path("jobs", job["id"]))
 
 
 @signed_in
-async def job_page(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+async def job_page(
+    request: web.Request, session: Session, api: AdminApi, place: Place
+) -> web.StreamResponse:
     job = await api.job(request.match_info["job_id"])
     running = job["state"] == "running"
     progress = render(
@@ -310,7 +345,7 @@ async def job_page(request: web.Request, session: Session, api: AdminApi) -> web
     )
     facts = facts_list(
         [
-            ("Kind", "bulk retry" if job["kind"] == "retry" else "recovery"),
+            ("Kind", JOB_KINDS.get(job["kind"], job["kind"])),
             ("State", layout.badge(job["state"], "warn" if running else "ok")),
             ("Found", job["matched"]),
             ("Re-sent", job["retried"]),
@@ -319,11 +354,14 @@ async def job_page(request: web.Request, session: Session, api: AdminApi) -> web
             ("Updated", d.moment(job["updated_at"])),
         ]
     )
-    back = render('<p><a href="$href">Deliveries</a></p>', href=path("deliveries"))
+    deliveries = place.path("deliveries")
+    back = render('<p><a href="$href">Deliveries</a></p>', href=deliveries)
     return layout.page(
         f"Job {job['id']}",
         join([facts, back]),
         session,
+        place=place,
+        trail=[("Deliveries", deliveries)],
         active="deliveries",
         refresh=REFRESH if running else None,
     )

@@ -12,7 +12,8 @@ from webhook_service.api.body import read_form
 from webhook_service.client.errors import APIError
 from webhook_service.dashboard import charts, figures, layout
 from webhook_service.dashboard.access import redirect, signed_in
-from webhook_service.dashboard.markup import Markup, join, path, render, with_query
+from webhook_service.dashboard.markup import Markup, join, render, with_query
+from webhook_service.dashboard.places import Place
 from webhook_service.dashboard.session import Session
 from webhook_service.timeutil import iso, now_ms
 
@@ -49,13 +50,13 @@ def _readiness(ready: JSON) -> Markup:
     )
 
 
-def _endpoint_row(endpoint: JSON, stats: JSON | None) -> list[Markup | str | int]:
+def _endpoint_row(place: Place, endpoint: JSON, stats: JSON | None) -> list[Markup | str | int]:
     link = render(
-        '<a href="$href">$id</a>', href=path("endpoints", endpoint["id"]), id=endpoint["id"]
+        '<a href="$href">$id</a>', href=place.path("endpoints", endpoint["id"]), id=endpoint["id"]
     )
     history = render(
         '<a href="$href">deliveries</a>',
-        href=with_query(path("deliveries"), {"endpoint_id": endpoint["id"]}),
+        href=with_query(place.path("deliveries"), {"endpoint_id": endpoint["id"]}),
     )
     if stats is None:
         # No deliveries:read scope: the endpoint without its figures.
@@ -96,7 +97,7 @@ async def _stats_or_none(api: AdminApi, endpoints: list[JSON]) -> list[JSON | No
         return [None] * len(endpoints)
 
 
-def _activity(minutes: list[figures.Minutes]) -> list[Markup]:
+def activity(minutes: list[figures.Minutes]) -> list[Markup]:
     """Deliveries and attempts per minute, summed over the endpoints given."""
     labels = figures.minute_labels(minutes[0])
     outcome, tried = figures.outcomes(minutes), figures.attempts(minutes)
@@ -114,17 +115,48 @@ def _activity(minutes: list[figures.Minutes]) -> list[Markup]:
     ]
 
 
-def _charts(figures_shown: list[Markup]) -> Markup:
+def charts_section(figures_shown: list[Markup]) -> Markup:
     return render('<section class="charts">$f</section>', f=join(figures_shown))
 
 
+def _application_facts(place: Place) -> Markup:
+    """The application's own settings, above its endpoints."""
+    app = place.application
+    if app is None:
+        return Markup("")
+    return facts_list(
+        [
+            ("Name", app["name"]),
+            ("Id", app["id"]),
+            ("Uid", app["uid"] or d.NOTHING),
+            ("Metadata", d.metadata(app)),
+            ("Rate limit", d.rate(app["rate_limit"])),
+            ("Created", d.moment(app["created_at"])),
+        ]
+    )
+
+
+def _no_endpoints(place: Place) -> str:
+    if place.app is None:
+        return (
+            "No endpoints yet: create one with POST /v1/endpoints or "
+            "`webhook-service endpoints create`."
+        )
+    return (
+        f"No endpoints yet: create one with POST /v1/applications/{place.app}/endpoints or "
+        f"`webhook-service endpoints create --app {place.app}`."
+    )
+
+
 @signed_in
-async def overview(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+async def overview(
+    request: web.Request, session: Session, api: AdminApi, place: Place
+) -> web.StreamResponse:
     listed = await api.endpoints(PAGE_SIZE, request.query.get("cursor") or None)
     endpoints: list[JSON] = listed["data"]
     stats = await _stats_or_none(api, endpoints)
     ready = await api.readiness()
-    rows = [_endpoint_row(e, s) for e, s in zip(endpoints, stats, strict=True)]
+    rows = [_endpoint_row(place, e, s) for e, s in zip(endpoints, stats, strict=True)]
     table = layout.table(
         [
             "Endpoint",
@@ -139,23 +171,29 @@ async def overview(request: web.Request, session: Session, api: AdminApi) -> web
             "",
         ],
         rows,
-        "No endpoints yet: create one with POST /v1/endpoints or "
-        "`webhook-service endpoints create`.",
+        _no_endpoints(place),
     )
     more = Markup("")
     if listed["next_cursor"]:
         more = render(
             '<p><a href="$href">Next page</a></p>',
-            href=with_query("/dashboard", {"cursor": listed["next_cursor"]}),
+            href=with_query(place.home, {"cursor": listed["next_cursor"]}),
         )
     minutes = [s["per_minute"] for s in stats if s is not None]
-    activity = _charts(_activity(minutes)) if minutes else Markup("")
-    body = join([_readiness(ready), activity, table, more])
-    return layout.page("Endpoints", body, session, active="endpoints", note=layout.notice(request))
+    shown = charts_section(activity(minutes)) if minutes else Markup("")
+    body = join([_readiness(ready), _application_facts(place), shown, table, more])
+    return layout.page(
+        "Endpoints",
+        body,
+        session,
+        place=place,
+        active="endpoints",
+        note=layout.notice(request),
+    )
 
 
-def _actions(endpoint: JSON, session: Session) -> Markup:
-    here = path("endpoints", endpoint["id"])
+def _actions(place: Place, endpoint: JSON, session: Session) -> Markup:
+    here = place.path("endpoints", endpoint["id"])
     if endpoint["disabled"]:
         toggle = layout.post_button(here + "/enable", "Enable", session, css="primary")
     else:
@@ -206,8 +244,8 @@ def _endpoint_charts(stats: JSON) -> Markup:
     latency = charts.line_chart(
         speed, figures.minute_labels(minutes), title="attempt latency", unit=" ms"
     )
-    return _charts(
-        [*_activity([minutes]), charts.figure("Attempt latency per minute", latency, speed)]
+    return charts_section(
+        [*activity([minutes]), charts.figure("Attempt latency per minute", latency, speed)]
     )
 
 
@@ -218,6 +256,7 @@ def endpoint_facts(endpoint: JSON, stats: JSON) -> Markup:
         ("Health", layout.badge(health, HEALTH_BADGE[health])),
         ("State", d.endpoint_state(endpoint)),
         ("Event types", d.event_types(endpoint)),
+        ("Channels", d.channels(endpoint)),
         ("Description", endpoint["description"] or d.NOTHING),
         ("Signature", endpoint["signature"]),
         ("Backlog", f"{stats['backlog']} pending"),
@@ -235,13 +274,14 @@ def facts_list(facts: list[tuple[str, Any]]) -> Markup:
 
 @signed_in
 async def endpoint_page(
-    request: web.Request, session: Session, api: AdminApi
+    request: web.Request, session: Session, api: AdminApi, place: Place
 ) -> web.StreamResponse:
     endpoint_id = request.match_info["endpoint_id"]
     endpoint = await api.endpoint(endpoint_id)
     stats = await api.stats(endpoint_id)
-    failed = with_query(path("deliveries"), {"endpoint_id": endpoint_id, "status": "failed"})
-    every = with_query(path("deliveries"), {"endpoint_id": endpoint_id})
+    deliveries = place.path("deliveries")
+    failed = with_query(deliveries, {"endpoint_id": endpoint_id, "status": "failed"})
+    every = with_query(deliveries, {"endpoint_id": endpoint_id})
     links = render(
         '<p><a href="$every">All its deliveries</a> · '
         '<a href="$failed">Its failed deliveries</a></p>',
@@ -251,7 +291,7 @@ async def endpoint_page(
     body = join(
         [
             endpoint_facts(endpoint, stats),
-            _actions(endpoint, session),
+            _actions(place, endpoint, session),
             links,
             _endpoint_charts(stats),
             render("<h2>Last hour and day</h2>"),
@@ -259,20 +299,30 @@ async def endpoint_page(
         ]
     )
     return layout.page(
-        endpoint["id"], body, session, active="endpoints", note=layout.notice(request)
+        endpoint["id"],
+        body,
+        session,
+        place=place,
+        trail=[("Endpoints", place.home)],
+        active="endpoints",
+        note=layout.notice(request),
     )
 
 
 @signed_in
-async def enable(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+async def enable(
+    request: web.Request, session: Session, api: AdminApi, place: Place
+) -> web.StreamResponse:
     endpoint = await api.set_enabled(request.match_info["endpoint_id"], True)
-    return redirect(path("endpoints", endpoint["id"]) + "?done=enabled")
+    return redirect(place.path("endpoints", endpoint["id"]) + "?done=enabled")
 
 
 @signed_in
-async def disable(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+async def disable(
+    request: web.Request, session: Session, api: AdminApi, place: Place
+) -> web.StreamResponse:
     endpoint = await api.set_enabled(request.match_info["endpoint_id"], False)
-    return redirect(path("endpoints", endpoint["id"]) + "?done=disabled")
+    return redirect(place.path("endpoints", endpoint["id"]) + "?done=disabled")
 
 
 def _choice(raw: object, choices: tuple[tuple[str, int], ...]) -> int:
@@ -282,7 +332,9 @@ def _choice(raw: object, choices: tuple[tuple[str, int], ...]) -> int:
 
 
 @signed_in
-async def rotate(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+async def rotate(
+    request: web.Request, session: Session, api: AdminApi, place: Place
+) -> web.StreamResponse:
     form = await read_form(request)
     grace = _choice(form.get("grace_period_seconds"), GRACE_CHOICES)
     rotated = await api.rotate_secret(request.match_info["endpoint_id"], grace)
@@ -290,21 +342,33 @@ async def rotate(request: web.Request, session: Session, api: AdminApi) -> web.S
     shown = rotated["secret"] or rotated["public_key"]
     kind = "secret" if rotated["secret"] else "public key"
     until = [d.moment(p["expires_at"]) for p in rotated["previous_keys"]]
+    back = place.path("endpoints", rotated["id"])
+    under = "/v1" if place.app is None else f"/v1/applications/{place.app}"
     body = render(
-        "<p>The new signing $kind, shown this once (also at GET /v1/endpoints/{id}/secret):</p>"
-        '<pre class="secret">$shown</pre><p>Older keys still signing until: $until</p>'
+        "<p>The new signing $kind, shown this once (also at GET $under/endpoints/{id}/secret):"
+        '</p><pre class="secret">$shown</pre><p>Older keys still signing until: $until</p>'
         '<p><a href="$back">Back to the endpoint</a></p>',
+        under=under,
         kind=kind,
         shown=shown,
         until=", ".join(until) or "none",
-        back=path("endpoints", rotated["id"]),
+        back=back,
     )
-    return layout.page("Secret rotated", body, session, active="endpoints")
+    return layout.page(
+        "Secret rotated",
+        body,
+        session,
+        place=place,
+        trail=[("Endpoints", place.home), (rotated["id"], back)],
+        active="endpoints",
+    )
 
 
 @signed_in
-async def recover(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+async def recover(
+    request: web.Request, session: Session, api: AdminApi, place: Place
+) -> web.StreamResponse:
     form = await read_form(request)
     seconds = _choice(form.get("window"), RECOVER_CHOICES)
     job = await api.recover(request.match_info["endpoint_id"], iso(now_ms() - seconds * 1000), None)
-    return redirect(path("jobs", job["id"]))
+    return redirect(place.path("jobs", job["id"]))

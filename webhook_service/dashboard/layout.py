@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aiohttp import web
 
 from webhook_service.dashboard.markup import Markup, join, path, render
+from webhook_service.dashboard.places import APPLICATIONS, FLAT, Crumb, Place
 from webhook_service.dashboard.session import CSRF_FIELD, Session
 
 # Scripts and styles only from our own two files; nothing inline, nothing from elsewhere,
@@ -33,16 +36,63 @@ NOTICES = {
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>$title · webhook-service</title>
+<title>$title$where · webhook-service</title>
 <link rel="stylesheet" href="/dashboard/static/dashboard.css">
 <script src="/dashboard/static/dashboard.js" defer></script>
 </head><body data-refresh="$refresh">
-<header><a class="brand" href="/dashboard">webhook-service</a><nav>$nav</nav>$account</header>
-<main>$notice<h1>$title</h1>$body</main>
+<header><a class="brand" href="/dashboard">webhook-service</a>$application
+<nav aria-label="Main">$nav</nav>$account</header>
+<main>$crumbs$notice<h1>$title</h1>$body</main>
 </body></html>
 """
 
-_NAV = (("endpoints", "Endpoints", "/dashboard"), ("deliveries", "Deliveries", path("deliveries")))
+
+def _nav(place: Place, active: str) -> Markup:
+    """The same three places everywhere; within an application, its endpoints and its
+    deliveries."""
+    items = (
+        ("applications", "Applications", path(APPLICATIONS)),
+        ("endpoints", "Endpoints", place.home),
+        ("deliveries", "Deliveries", place.path("deliveries")),
+    )
+    return join(
+        render(
+            '<a href="$href" class="$css">$label</a>',
+            href=href,
+            label=label,
+            css="active" if name == active else "",
+        )
+        for name, label, href in items
+    )
+
+
+def _application(place: Place) -> Markup:
+    """The application a page is within, named in the header of each of its pages."""
+    if place.app is None:
+        return Markup("")
+    record = place.application or {}
+    return render(
+        '<span class="application">Application <a href="$href" title="$id">$name</a>$uid</span>',
+        href=place.home,
+        id=record.get("id", place.app),
+        name=place.label,
+        uid=render(' <code class="uid">$u</code>', u=record["uid"])
+        if record.get("uid")
+        else Markup(""),
+    )
+
+
+def breadcrumbs(trail: Sequence[Crumb], title: str) -> Markup:
+    """The pages above this one, each a link, then this one; none on a top page."""
+    if not trail:
+        return Markup("")
+    above = [render('<li><a href="$href">$label</a></li>', href=h, label=lb) for lb, h in trail]
+    return render(
+        '<nav aria-label="Breadcrumb" class="crumbs"><ol>$above'
+        '<li aria-current="page">$title</li></ol></nav>',
+        above=join(above),
+        title=title,
+    )
 
 
 def post_button(
@@ -88,27 +138,18 @@ def page(
     body: Markup,
     session: Session | None,
     *,
+    place: Place = FLAT,
+    trail: Sequence[Crumb] = (),
     active: str = "",
     note: str = "",
     refresh: int | None = None,
     status: int = 200,
     error: bool = False,
 ) -> web.Response:
-    """A whole HTML page; ``refresh`` seconds: the page reloads itself (something is under
+    """A whole HTML page of ``place``; ``trail``: the pages between the place's own
+    crumbs and this one, ``refresh`` seconds: the page reloads itself (something is under
     way), ``note``: a one-line message above the title."""
-    nav = (
-        join(
-            render(
-                '<a href="$href" class="$css">$label</a>',
-                href=href,
-                label=label,
-                css="active" if name == active else "",
-            )
-            for name, label, href in _NAV
-        )
-        if session
-        else Markup("")
-    )
+    signed = session is not None
     account = (
         post_button(path("logout"), "Sign out", session, css="link") if session else Markup("")
     )
@@ -124,9 +165,12 @@ def page(
     html = render(
         _PAGE,
         title=title,
+        where=f" · {place.label}" if place.app is not None else "",
+        application=_application(place) if signed else Markup(""),
         body=body,
-        nav=nav,
+        nav=_nav(place, active) if signed else Markup(""),
         account=account,
+        crumbs=breadcrumbs([*place.crumbs, *trail], title) if signed else Markup(""),
         notice=shown,
         refresh="" if refresh is None else refresh,
     )

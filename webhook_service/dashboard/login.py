@@ -10,6 +10,7 @@ from webhook_service.client.errors import APIError, TransportError
 from webhook_service.dashboard import layout
 from webhook_service.dashboard.access import api_for, redirect, signed_in, unavailable
 from webhook_service.dashboard.markup import path, render
+from webhook_service.dashboard.places import Place
 from webhook_service.dashboard.session import (
     Session,
     current,
@@ -80,7 +81,9 @@ async def login(request: web.Request) -> web.StreamResponse:
 
 
 @signed_in
-async def logout(request: web.Request, session: Session, api: AdminApi) -> web.StreamResponse:
+async def logout(
+    request: web.Request, session: Session, api: AdminApi, place: Place
+) -> web.StreamResponse:
     # Server-side first: the browser may keep its cookie (or someone may hold a copy), but
     # no process takes it once the record is gone.
     await end(request, session)
