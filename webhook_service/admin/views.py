@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from webhook_service.admin import describe as d
+from webhook_service.admin.progress import DELETION_COUNTS
 from webhook_service.admin.tables import Column, render, render_fields
 
 JSON = dict[str, Any]
@@ -187,15 +188,17 @@ def events_table(events: Sequence[JSON]) -> str:
 
 
 def job_fields(job: JSON) -> str:
-    return render_fields(
-        [
-            ("job", job["id"]),
-            ("kind", job["kind"]),
-            ("state", job["state"]),
-            ("found", job["matched"]),
-            ("re-sent", job["retried"]),
-        ]
-    )
+    fields: list[tuple[str, object]] = [
+        ("job", job["id"]),
+        ("kind", job["kind"]),
+        ("state", job["state"]),
+    ]
+    if "step" in job:
+        fields += [("application", job.get("application")), ("step", job["step"])]
+        fields += [(label, job.get(name, 0)) for name, label in DELETION_COUNTS]
+    else:
+        fields += [("found", job["matched"]), ("re-sent", job["retried"])]
+    return render_fields(fields)
 
 
 def stats_table(pairs: Sequence[tuple[JSON, JSON]]) -> str:

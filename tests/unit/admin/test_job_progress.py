@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+from webhook_service.admin import views
 from webhook_service.admin.progress import JobProgress, bar, progress_line
 
 
@@ -49,3 +50,21 @@ def test_it_writes_nothing_when_not_on_a_terminal() -> None:
     stream = io.StringIO()
     JobProgress(stream)(job("done", 1, 1))
     assert stream.getvalue() == ""
+
+
+DELETION = {
+    "id": "job_2", "kind": "delete-application", "state": "running", "matched": 0,
+    "retried": 0, "application": "app_1", "step": "history", "endpoints_deleted": 3,
+    "deliveries_ended": 7, "events_purged": 120, "deliveries_purged": 360,
+    "attempts_purged": 400, "api_keys_revoked": 1,
+}  # fmt: skip
+
+
+def test_a_deletion_says_its_step_and_counts_and_nothing_of_re_sending() -> None:
+    line = progress_line(DELETION, 3.0, 0)
+    assert line.startswith("delete-application job_2 history: 7 deliveries ended, ")
+    assert "3 endpoints deleted" in line and "120 events purged" in line
+    assert "1 keys revoked" in line and "re-sent" not in line and "[" not in line
+    shown = views.job_fields({**DELETION, "state": "done", "step": "done"})
+    assert "application        app_1" in shown and "attempts purged    400" in shown
+    assert "found" not in shown and "re-sent" not in shown
