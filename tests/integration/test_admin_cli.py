@@ -9,6 +9,7 @@ import os
 import pty
 import re
 import sys
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,12 +87,13 @@ async def test_endpoints_from_creation_to_rotation(api: Api, receiver: Receiver)
     listing = await cli(api, "endpoints", "list", "--limit", "250")
     assert listing.code == 0, listing.err
     header, *rows = listing.out.splitlines()
-    assert header.split() == ["ID", "URL", "STATE", "TYPES", "CREATED"]
+    assert header.split() == ["ID", "APPLICATION", "URL", "STATE", "TYPES", "CREATED"]
     (row,) = [r for r in rows if r.startswith(created["id"])]
     # Aligned: every column starts where its title does.
-    for title in ("URL", "STATE", "TYPES", "CREATED"):
+    for title in ("APPLICATION", "URL", "STATE", "TYPES", "CREATED"):
         assert row[header.index(title) - 2 : header.index(title)] == "  ", (title, row)
     assert row[header.index("STATE") :].startswith("enabled")
+    assert row[header.index("APPLICATION") :].startswith(created["application"] + " ")
 
     shown = await cli(api, "endpoints", "show", created["id"])
     assert "description  made by the CLI" in shown.out and "cli.a, cli.b" in shown.out
@@ -136,7 +138,7 @@ async def test_send_show_retry_and_replay_an_event(api: Api, receiver: Receiver)
 
     await wait_for(succeeded)
     replayed = (await cli(api, "events", "replay", event_id, "--endpoint", endpoint_id)).out
-    assert replayed.splitlines()[0].split()[:2] == ["ID", "STATUS"]
+    assert replayed.splitlines()[0].split()[:3] == ["ID", "APPLICATION", "STATUS"]
     assert "pending" in replayed or "succeeded" in replayed
 
     history = await cli(api, "events", "list", "--type", "cli.cli_one", "--since", "1h")
@@ -261,3 +263,89 @@ async def test_errors_say_what_went_wrong_and_exit_non_zero(api: Api) -> None:
 
     nowhere = await cli(api, "endpoints", "list", "--url", "http://127.0.0.1:9")
     assert nowhere.code == 1 and "cannot reach the API" in nowhere.err
+
+
+async def test_applications_from_creation_to_their_own_endpoints_and_events(
+    api: Api, receiver: Receiver
+) -> None:
+    uid = f"cli-{uuid.uuid4().hex[:12]}"
+    created = (
+        await cli(api, "applications", "create", "CLI Tenant", "--uid", uid, "--metadata",
+                  "plan=pro", "--metadata", "owner=ops", "--rate-limit", "50", "--json")
+    ).json()  # fmt: skip
+    app_id = created["id"]
+    assert app_id.startswith("app_") and created["uid"] == uid
+    assert created["metadata"] == {"plan": "pro", "owner": "ops"} and created["rate_limit"] == 50
+
+    listing = await cli(api, "applications", "list", "--uid", uid)
+    assert listing.code == 0, listing.err
+    header, row = listing.out.splitlines()
+    assert header.split() == ["ID", "UID", "NAME", "RATE", "LIMIT", "CREATED"]
+    assert row.split()[:5] == [app_id, uid, "CLI", "Tenant", "50/s"]
+    assert (await cli(api, "applications", "list", "--uid", "cli-nobody", "--json")).json()[
+        "data"
+    ] == []
+    for ref in (uid, app_id):
+        shown = await cli(api, "applications", "show", ref)
+        assert shown.code == 0, shown.err
+        assert (
+            f"id          {app_id}" in shown.out and "metadata    plan=pro, owner=ops" in shown.out
+        )
+    updated = (
+        await cli(api, "applications", "update", uid, "--name", "CLI Tenant 2",
+                  "--no-rate-limit", "--json")
+    ).json()  # fmt: skip
+    assert (updated["name"], updated["rate_limit"], updated["uid"]) == ("CLI Tenant 2", None, uid)
+
+    endpoint = (
+        await cli(api, "endpoints", "create", receiver.url("cli-tenant"), "--type",
+                  "cli.tenant", "--channel", "eu", "--app", uid, "--json")
+    ).json()  # fmt: skip
+    receiver.secrets.setdefault("cli-tenant", []).append(endpoint["secret"])
+    assert endpoint["application"] == app_id and endpoint["channels"] == ["eu"]
+    own = await cli(api, "endpoints", "list", "--app", uid, "--limit", "250")
+    assert own.code == 0, own.err
+    header, *rows = own.out.splitlines()
+    assert header.split()[:3] == ["ID", "APPLICATION", "URL"]
+    assert [r.split()[:2] for r in rows] == [[endpoint["id"], app_id]]
+    # Not in the default application's list, nor found through its routes.
+    flat = (await cli(api, "endpoints", "list", "--limit", "250", "--json")).json()
+    assert endpoint["id"] not in {e["id"] for e in flat["data"]}
+    elsewhere = await cli(api, "endpoints", "show", endpoint["id"])
+    assert elsewhere.code == 1 and elsewhere.err.startswith("error: 404")
+    assert (await cli(api, "endpoints", "show", endpoint["id"], "--app", app_id)).code == 0
+
+    sent = (
+        await cli(api, "events", "send", "cli.tenant", '{"n": 1}', "--app", uid, "--channel",
+                  "eu", "--json")
+    ).json()  # fmt: skip
+    missing = await cli(api, "events", "send", "cli.tenant", "--app", f"{uid}-not-yet")
+    assert missing.code == 1 and "error: 404" in missing.err
+
+    async def delivered() -> bool:
+        return await delivery_statuses(api, sent["id"]) == {endpoint["id"]: "succeeded"}
+
+    await wait_for(delivered, timeout=60)
+    events = await cli(api, "events", "list", "--app", uid)
+    assert events.code == 0, events.err
+    header, *rows = events.out.splitlines()
+    assert header.split()[:3] == ["ID", "APPLICATION", "TYPE"]
+    assert [r.split()[:3] for r in rows] == [[sent["id"], app_id, "cli.tenant"]]
+    # Without --app the operator's view: every application's events, each one's named.
+    everywhere = (await cli(api, "events", "list", "--type", "cli.tenant")).out
+    assert [r.split()[:2] for r in everywhere.splitlines()[1:]] == [[sent["id"], app_id]]
+    one = (await cli(api, "events", "show", sent["id"], "--app", uid)).out
+    assert f"application  {app_id}" in one and "channels     eu" in one
+    deliveries = (await cli(api, "deliveries", "list", "--app", uid, "--json")).json()
+    assert [(d["application"], d["endpoint_id"]) for d in deliveries["data"]] == [
+        (app_id, endpoint["id"])
+    ]
+
+    # Deleting it follows the job to its end: its endpoint goes with it, and so does it.
+    deleted = (await cli(api, "applications", "delete", uid, "--json")).json()
+    assert (deleted["kind"], deleted["state"], deleted["application"]) == (
+        "delete-application", "done", app_id,
+    )  # fmt: skip
+    assert deleted["endpoints_deleted"] == 1
+    gone = await cli(api, "applications", "show", uid)
+    assert gone.code == 1 and gone.err.startswith("error: 404")
