@@ -90,6 +90,12 @@ class Settings(BaseSettings):
     # Requests in flight to one endpoint, across every worker: a slow receiver holds at most
     # this many, so it cannot take all the workers' capacity from the others.
     endpoint_concurrency: int = Field(10, ge=1)
+    # Requests in flight for one application's events, across every worker (0: no cap): a
+    # tenant whose endpoints all hang holds at most this many. 50 is a quarter of one
+    # default worker's slots (worker_concurrency 2 x worker_max_in_flight 100) and half of
+    # one process's, so one tenant never fills even a single process. Not for the default
+    # application (a single-tenant deployment's every endpoint) nor our operational events.
+    app_concurrency: int = Field(50, ge=0)
     # Endpoints one application may have, which is also the most deliveries one event fans
     # out to (only within its application): each event's single ingest step writes one
     # record per subscribed endpoint.

@@ -46,7 +46,7 @@ def health_policy(settings: Settings) -> HealthPolicy:
 
 def delivery_engine(settings: Settings, client: Redis, transport: Transport) -> DeliveryEngine:
     return DeliveryEngine(
-        DeliveryStore(client, Scripts(client)),
+        DeliveryStore(client, Scripts(client), app_concurrency=settings.app_concurrency),
         transport,
         secret_box(settings),
         retry_policy(settings),

@@ -52,6 +52,7 @@ class LeaseSkip(StrEnum):
     FAILED = "failed"  # its endpoint or its payload is gone: failed unsent
     DISABLED = "disabled"  # its endpoint is disabled: so is it now
     BUSY = "busy"  # its endpoint holds max_in_flight leases: parked for a slot
+    APP_BUSY = "app_busy"  # its application holds app_max_in_flight: parked for a slot
     THROTTLED = "throttled"  # its endpoint's rate limit: due again once it allows
 
 
@@ -90,9 +91,13 @@ class LeaseArgs:
     now_ms: int
     lease_ms: int
     max_in_flight: int  # the most leases held per endpoint
+    app_max_in_flight: int = 0  # the most held per application (of its events); 0: no cap
 
     def argv(self) -> list[str | int | float]:
-        return [self.now_ms, self.token, self.lease_ms, self.max_in_flight, *self.delivery_ids]
+        return [
+            self.now_ms, self.token, self.lease_ms, self.max_in_flight, self.app_max_in_flight,
+            *self.delivery_ids,
+        ]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -118,8 +123,9 @@ class LeaseResult:
 
 @dataclass(frozen=True)
 class NextLease:
-    """Asks ``record`` to lease, for the caller, the delivery parked for the slot the
-    attempt frees: the same token and limits a ``lease`` call would take."""
+    """Asks ``record`` to lease, for the caller, the deliveries parked for the slots the
+    attempt frees (its endpoint's and its application's): the same token and limits a
+    ``lease`` call would take (the application's is the store's)."""
 
     token: str
     lease_ms: int
@@ -138,6 +144,7 @@ class RecordArgs:
     delay_ms: int | None  # None: no more tries
     health: HealthPolicy
     next_lease: NextLease | None = None
+    app_max_in_flight: int = 0  # next_lease's cap per application (LeaseArgs'); 0: no cap
 
     def argv(self) -> list[str | int | float]:
         a, lease = self.attempt, self.next_lease
@@ -149,8 +156,9 @@ class RecordArgs:
             -1 if self.delay_ms is None else self.delay_ms,
             "" if a.status_code is None else a.status_code, a.error or "",
             self.health.disable_after_ms, iso(self.now_ms), self.health.ops_budget, *ops_ids,
-            # No token: the parked delivery is left to the scheduler.
+            # No token: the parked deliveries are left to the scheduler.
             *((lease.token, lease.lease_ms, lease.max_in_flight) if lease else ("", 0, 0)),
+            self.app_max_in_flight,
             a.status_class,
         ]  # fmt: skip
 
@@ -159,14 +167,14 @@ class RecordArgs:
 class Recorded:
     status: RecordOutcome
     attempts: int  # 0 when STALE
-    # The parked delivery record leased (NextLease), or why it could not: send it next.
+    # The parked deliveries record leased (NextLease), or why it could not: send them next.
     next: LeaseResult | None = None
     created_ms: int = 0  # when the delivery was made (0 when STALE): its latency's start
 
     @classmethod
     def parse(cls, reply: list[Any]) -> Recorded:
-        """record.lua's reply: {'stale'} or {status, attempts, created_ms[, the parked one's
-        lease row]}."""
+        """record.lua's reply: {'stale'} or {status, attempts, created_ms[, a lease row for
+        each parked one]}."""
         status = RecordOutcome(reply[0])
         if status is RecordOutcome.STALE:
             return cls(status, 0)
@@ -300,15 +308,21 @@ class DeliveryRecord:
 
 
 class DeliveryStore:
-    def __init__(self, redis: Redis, scripts: Scripts) -> None:
+    def __init__(self, redis: Redis, scripts: Scripts, *, app_concurrency: int = 0) -> None:
+        """``app_concurrency``: the most leases every lease and record through this store
+        lets one application's events hold across all workers (WEBHOOK_APP_CONCURRENCY;
+        0: no cap). The store's, not each call's: one deployment-wide value, which the
+        engine's chained leases (NextLease) must take too."""
         self._redis = redis
         self._scripts = scripts
+        self._app_concurrency = app_concurrency
 
     async def lease(
         self, ids: Sequence[str], token: str, now_ms: int, lease_ms: int, max_in_flight: int
     ) -> LeaseResult:
-        """Lease what may be sent now; ``max_in_flight`` caps the leases held per endpoint."""
-        args = LeaseArgs(ids, token, now_ms, lease_ms, max_in_flight)
+        """Lease what may be sent now; ``max_in_flight`` caps the leases held per endpoint
+        (and the store's ``app_concurrency`` those per application)."""
+        args = LeaseArgs(ids, token, now_ms, lease_ms, max_in_flight, self._app_concurrency)
         return LeaseResult.parse(await self._scripts.run("lease", args.argv()))
 
     async def record(
@@ -325,8 +339,9 @@ class DeliveryStore:
     ) -> Recorded:
         """The delivery's new status (or STALE: the lease was lost) and what comes next."""
         args = RecordArgs(
-            delivery_id, token, now_ms, attempt, outcome, delay_ms, health, next_lease
-        )
+            delivery_id, token, now_ms, attempt, outcome, delay_ms, health, next_lease,
+            self._app_concurrency,
+        )  # fmt: skip
         return Recorded.parse(await self._scripts.run("record", args.argv()))
 
     async def add_counts(self, batch: AttemptCounts) -> None:

@@ -35,6 +35,12 @@ sub:ops                    set    operations endpoints (of the default applicati
                                   the API enforces): they get our operational events
 inflight:{ep}              zset   deliveries being sent to one endpoint, by lease expiry
 parked:{ep}                zset   deliveries waiting for one of those slots to free
+inflight:app:{app}         zset   deliveries of the application's events being sent, by
+                                  lease expiry; WEBHOOK_APP_CONCURRENCY caps its size (none
+                                  for the default application, nor our operational events,
+                                  which belong to none: lua/common.lua capped_app)
+parked:app:{app}           zset   the application's deliveries waiting for one of those
+                                  slots, by when they began to wait
 rate:{ep}                  str    the endpoint's rate limiter state (GCRA arrival time)
 backlog:{ep}               str    how many of the endpoint's deliveries are pending
 event:{msg}                hash   type, created (ms) (**), body (the exact bytes we sign),
@@ -190,6 +196,8 @@ LUA_KEYS = {
     "sub_ops": SUB_OPS,
     "inflight": PREFIX + "inflight:",
     "parked": PREFIX + "parked:",
+    "app_inflight": PREFIX + "inflight:app:",
+    "app_parked": PREFIX + "parked:app:",
     "rate": PREFIX + "rate:",
     "backlog": PREFIX + "backlog:",
     "event": PREFIX + "event:",
@@ -239,6 +247,14 @@ def sub_all(app_id: str) -> str:
 
 def app_limit(app_id: str) -> str:
     return LUA_KEYS["app_limit"] + app_id
+
+
+def app_inflight(app_id: str) -> str:
+    return LUA_KEYS["app_inflight"] + app_id
+
+
+def app_parked(app_id: str) -> str:
+    return LUA_KEYS["app_parked"] + app_id
 
 
 def backlog(endpoint_id: str) -> str:

@@ -1,6 +1,7 @@
 """lease.lua through its wrapper (DeliveryStore.lease, LeaseArgs, LeaseResult): a job with
-everything its send needs, every reason common.lua lease_one skips a delivery, a wake-up's
-side list of joined ids, and what each left in Redis."""
+everything its send needs, every reason common.lua lease_one skips a delivery (the
+application's cap among them), a wake-up's side list of joined ids, and what each left in
+Redis."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.integration.conftest import save_endpoint
+from tests.integration.store.tenants import app_endpoint, new_app
 from webhook_service.ids import new_id
 from webhook_service.store import keys
+from webhook_service.store.applications import DEFAULT_APP_ID
 from webhook_service.store.deliveries import DeliveryStore, Job, LeaseResult, LeaseSkip
 from webhook_service.store.events import EventStore
 from webhook_service.store.scripts import Scripts
@@ -38,21 +41,39 @@ async def _endpoint(client: Redis) -> str:
     return endpoint_id
 
 
-async def _event(client: Redis, at: int = NOW) -> tuple[str, list[str]]:
+async def _event(
+    client: Redis, at: int = NOW, *, app_id: str = DEFAULT_APP_ID
+) -> tuple[str, list[str]]:
     """A new event of TYPE: its id and its (pending) deliveries, one per endpoint."""
     accepted = await EventStore(client, Scripts(client)).accept(
         event_id=new_id("msg", at), event_type=TYPE, body=BODY, key_id="key_1", now_ms=at,
         budget=3, grace_ms=GRACE_MS, idempotency=None, wakeup=None, backlog_max=1_000_000,
+        app_id=app_id,
     )  # fmt: skip
     return accepted.event_id, list(accepted.delivery_ids)
 
 
 async def _lease(
-    client: Redis, ids: list[str], now: int, *, token: str = TOKEN, max_in_flight: int = 10
+    client: Redis,
+    ids: list[str],
+    now: int,
+    *,
+    token: str = TOKEN,
+    max_in_flight: int = 10,
+    app_max: int = 0,
 ) -> LeaseResult:
-    return await DeliveryStore(client, Scripts(client)).lease(
-        ids, token, now, LEASE_MS, max_in_flight
-    )
+    store = DeliveryStore(client, Scripts(client), app_concurrency=app_max)
+    return await store.lease(ids, token, now, LEASE_MS, max_in_flight)
+
+
+async def _tenant(client: Redis, endpoints: int) -> str:
+    """A new application with ``endpoints`` endpoints subscribed to TYPE: each of its events
+    is a delivery to each, so the endpoints' own limits stay out of the way."""
+    app_id = await new_app(client, NOW - 20)
+    for n in range(endpoints):
+        endpoint_id = await app_endpoint(Scripts(client), app_id, [TYPE], NOW - 10 + n)
+        await client.hset(keys.endpoint(endpoint_id), "secrets", "sealed-secrets")
+    return app_id
 
 
 async def _delivery(client: Redis, delivery_id: str) -> dict[str, str]:
@@ -224,3 +245,84 @@ async def test_a_wakeups_marker_leases_the_ids_that_joined_it_and_ends_its_list(
     assert not await client.exists(more)
     for delivery_id in (named, *joined):
         assert (await _delivery(client, delivery_id))["lease"] == TOKEN
+
+
+async def test_app_busy_parks_what_passes_the_applications_in_flight_cap(client: Redis) -> None:
+    app_id = await _tenant(client, 3)
+    _, deliveries = await _event(client, app_id=app_id)
+
+    leased = await _lease(client, deliveries, NOW + 1, app_max=2)
+
+    sent, waiting = deliveries[:2], deliveries[2]
+    assert [job.delivery_id for job in leased.jobs] == sent
+    assert leased.skipped == {waiting: LeaseSkip.APP_BUSY}
+    until = NOW + 1 + LEASE_MS
+    assert await client.zrange(keys.app_inflight(app_id), 0, -1, withscores=True) == [
+        (d, until) for d in sorted(sent)
+    ]
+    assert await client.zrange(keys.app_parked(app_id), 0, -1, withscores=True) == [
+        (waiting, NOW + 1)
+    ]
+    # Should no slot free within a lease, its due entry wakes it; its endpoint had room, so
+    # it waits in the application's line alone.
+    assert await client.zscore(keys.DUE, waiting) == until
+    assert "lease" not in await _delivery(client, waiting)
+    assert not await client.exists(keys.LUA_KEYS["parked"] + leased.jobs[0].endpoint_id)
+
+    # Another application's deliveries are not held back by this one's.
+    other = await _tenant(client, 1)
+    _, (theirs,) = await _event(client, NOW + 2, app_id=other)
+    assert [
+        job.delivery_id for job in (await _lease(client, [theirs], NOW + 3, app_max=2)).jobs
+    ] == [theirs]
+
+
+async def test_an_expired_lease_holds_no_application_slot(client: Redis) -> None:
+    app_id = await _tenant(client, 2)
+    _, (first, second) = await _event(client, app_id=app_id)
+    assert (await _lease(client, [first], NOW + 1, app_max=1)).jobs
+    # Its worker died mid-send: nothing records it, its lease runs out.
+    after = NOW + 1 + LEASE_MS + 1
+
+    leased = await _lease(client, [second], after, app_max=1)
+
+    assert [job.delivery_id for job in leased.jobs] == [second] and not leased.skipped
+    assert await client.zrange(keys.app_inflight(app_id), 0, -1) == [second]
+
+
+async def test_a_delivery_leased_from_the_applications_line_leaves_it(client: Redis) -> None:
+    app_id = await _tenant(client, 2)
+    _, (first, second) = await _event(client, app_id=app_id)
+    await _lease(client, [first, second], NOW + 1, app_max=1)
+    assert await client.zrange(keys.app_parked(app_id), 0, -1) == [second]
+
+    # The due entry's fallback, once the first's lease ran out.
+    leased = await _lease(client, [second], NOW + 2 + LEASE_MS, app_max=1)
+
+    assert [job.delivery_id for job in leased.jobs] == [second]
+    assert not await client.exists(keys.app_parked(app_id))
+
+
+@pytest.mark.parametrize("exempt", ["operational event", "default application", "no cap"])
+async def test_what_the_application_cap_never_holds_back(client: Redis, exempt: str) -> None:
+    app_id = await _tenant(client, 1)
+    _, (first,) = await _event(client, app_id=app_id)
+    assert (await _lease(client, [first], NOW + 1, app_max=1)).jobs  # the tenant is full
+    if exempt == "default application":
+        # A single-tenant deployment's every endpoint: only their own limits part them.
+        await _endpoint(client)
+        _, (other,) = await _event(client, NOW + 2)
+    else:
+        event_id, (other,) = await _event(client, NOW + 2, app_id=app_id)
+        if exempt == "operational event":
+            # Ours belong to no application (app ''), whatever endpoint they go to.
+            await client.hset(keys.event(event_id), "app", "")
+
+    leased = await _lease(
+        client, [other], NOW + 3, token="tok-other", app_max=0 if exempt == "no cap" else 1
+    )
+
+    assert [job.delivery_id for job in leased.jobs] == [other]
+    # It holds no application's slot.
+    assert await client.zrange(keys.app_inflight(app_id), 0, -1) == [first]
+    assert not await client.exists(keys.app_inflight(""), keys.app_inflight(DEFAULT_APP_ID))

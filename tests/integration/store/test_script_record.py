@@ -1,6 +1,6 @@
 """record.lua through its wrapper (DeliveryStore.record, RecordArgs, Recorded): each outcome
-of an attempt, a lease no longer held, the parked delivery the freed slot goes to, and what
-each left in Redis."""
+of an attempt, a lease no longer held, the parked deliveries the freed slots (the
+endpoint's, the application's) go to, and what each left in Redis."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.integration.conftest import save_endpoint
+from tests.integration.store.tenants import app_endpoint, new_app
 from webhook_service.ids import delivery_event, new_id
 from webhook_service.store import keys
 from webhook_service.store.deliveries import (
@@ -74,8 +75,9 @@ async def _record(
     *,
     token: str = TOKEN,
     next_lease: NextLease | None = None,
+    app_max: int = 0,
 ) -> Recorded:
-    return await DeliveryStore(client, Scripts(client)).record(
+    return await DeliveryStore(client, Scripts(client), app_concurrency=app_max).record(
         delivery_id=delivery_id, token=token, now_ms=AT,
         attempt=Attempt(1, NOW + 10, 25, code, None, "answer"), outcome=outcome,
         delay_ms=delay_ms, health=HEALTH, next_lease=next_lease,
@@ -290,3 +292,142 @@ async def test_next_lease_says_why_the_parked_delivery_was_not_leased(client: Re
         RecordOutcome.DISABLED, 1, LeaseResult([], {parked: LeaseSkip.DISABLED}), NOW
     )
     assert (await _hash(client, keys.delivery(parked)))["status"] == "disabled"
+
+
+URL = "http://127.0.0.1:9/x"  # the endpoints' (tenants.app_endpoint's)
+
+
+async def _tenant(client: Redis, *types: str) -> tuple[str, list[str]]:
+    """A new application and its endpoints, one subscribed to each type, in that order."""
+    scripts = Scripts(client)
+    app_id = await new_app(client, NOW - 30)
+    endpoints = []
+    for n, event_type in enumerate(types):
+        endpoint_id = await app_endpoint(scripts, app_id, [event_type], NOW - 20 + n)
+        await client.hset(keys.endpoint(endpoint_id), "secrets", "sealed-secrets")
+        endpoints.append(endpoint_id)
+    return app_id, endpoints
+
+
+async def _sent_to(client: Redis, app_id: str, event_type: str, at: int) -> str:
+    """The delivery of a new event of the application and of ``event_type``, to the one
+    endpoint subscribed to it."""
+    accepted = await EventStore(client, Scripts(client)).accept(
+        event_id=new_id("msg", at), event_type=event_type, body=BODY, key_id="key_1",
+        now_ms=at, budget=3, grace_ms=1000, idempotency=None, wakeup=None,
+        backlog_max=1_000_000, app_id=app_id,
+    )  # fmt: skip
+    (delivery_id,) = accepted.delivery_ids
+    return delivery_id
+
+
+async def _lease_at(
+    client: Redis, ids: list[str], at: int, *, max_in_flight: int = 10, app_max: int
+) -> LeaseResult:
+    store = DeliveryStore(client, Scripts(client), app_concurrency=app_max)
+    return await store.lease(ids, TOKEN, at, LEASE_MS, max_in_flight)
+
+
+def _job(delivery_id: str, endpoint_id: str) -> Job:
+    return Job(
+        delivery_id, 1, delivery_event(delivery_id), endpoint_id, BODY, URL, "sealed-secrets", ""
+    )
+
+
+async def test_the_freed_application_slot_goes_to_the_applications_longest_waiting_delivery(
+    client: Redis,
+) -> None:
+    app_id, (_first, second, _third) = await _tenant(client, "t.1", "t.2", "t.3")
+    sent = await _sent_to(client, app_id, "t.1", NOW)
+    waiting = [await _sent_to(client, app_id, "t.2", NOW + 1)]
+    waiting.append(await _sent_to(client, app_id, "t.3", NOW + 2))
+    assert (await _lease_at(client, [sent], NOW + 10, app_max=1)).jobs
+    for n, delivery_id in enumerate(waiting):
+        leased = await _lease_at(client, [delivery_id], NOW + 11 + n, app_max=1)
+        assert leased.skipped == {delivery_id: LeaseSkip.APP_BUSY}
+
+    recorded = await _record(
+        client, sent, AttemptOutcome.OK, 200, next_lease=NextLease("tok-next", LEASE_MS, 10),
+        app_max=1,
+    )  # fmt: skip
+
+    # Parked on no endpoint: the application's line alone woke it, oldest first.
+    assert recorded == Recorded(
+        RecordOutcome.SUCCEEDED, 1, LeaseResult([_job(waiting[0], second)], {}), NOW
+    )
+    assert await client.zrange(keys.app_inflight(app_id), 0, -1) == [waiting[0]]
+    assert await client.zrange(keys.app_parked(app_id), 0, -1) == [waiting[1]]
+    assert (await _hash(client, keys.delivery(waiting[0])))["lease"] == "tok-next"
+
+
+async def test_without_next_lease_the_applications_waiting_delivery_goes_to_the_scheduler(
+    client: Redis,
+) -> None:
+    app_id, (_first, _second) = await _tenant(client, "t.1", "t.2")
+    sent = await _sent_to(client, app_id, "t.1", NOW)
+    waiting = await _sent_to(client, app_id, "t.2", NOW + 1)
+    await _lease_at(client, [sent, waiting], NOW + 10, app_max=1)
+
+    recorded = await _record(client, sent, AttemptOutcome.OK, 200, app_max=1)
+
+    assert recorded == Recorded(RecordOutcome.SUCCEEDED, 1, None, NOW)
+    assert not await client.exists(keys.app_inflight(app_id), keys.app_parked(app_id))
+    assert await client.zscore(keys.DUE, waiting) == AT + 2000
+    assert "lease" not in await _hash(client, keys.delivery(waiting))
+
+
+async def test_the_longer_wait_takes_the_slot_and_the_other_keeps_its_place_in_line(
+    client: Redis,
+) -> None:
+    app_id, (first, _second, _third) = await _tenant(client, "t.1", "t.2", "t.3")
+    sent = await _sent_to(client, app_id, "t.1", NOW)
+    other = await _sent_to(client, app_id, "t.2", NOW + 1)
+    behind_sent = await _sent_to(client, app_id, "t.1", NOW + 2)
+    behind_app = await _sent_to(client, app_id, "t.3", NOW + 3)
+    # One lease per endpoint, two per application: both full once the first two go.
+    assert (
+        len((await _lease_at(client, [sent, other], NOW + 10, max_in_flight=1, app_max=2)).jobs)
+        == 2
+    )
+    one = await _lease_at(client, [behind_sent], NOW + 11, max_in_flight=1, app_max=2)
+    two = await _lease_at(client, [behind_app], NOW + 12, max_in_flight=1, app_max=2)
+    assert (one.skipped, two.skipped) == (
+        {behind_sent: LeaseSkip.BUSY}, {behind_app: LeaseSkip.APP_BUSY},
+    )  # fmt: skip
+
+    # Frees a slot of the endpoint and one of the application.
+    recorded = await _record(
+        client, sent, AttemptOutcome.OK, 200, next_lease=NextLease("tok-next", LEASE_MS, 1),
+        app_max=2,
+    )  # fmt: skip
+
+    assert recorded.next == LeaseResult(
+        [_job(behind_sent, first)], {behind_app: LeaseSkip.APP_BUSY}
+    )
+    # Back in the application's line where it was, not at its end.
+    assert await client.zrange(keys.app_parked(app_id), 0, -1, withscores=True) == [
+        (behind_app, NOW + 12)
+    ]
+    assert await client.zrange(keys.app_inflight(app_id), 0, -1) == [other, behind_sent]
+
+
+async def test_a_waiting_delivery_that_cannot_use_the_slot_hands_it_to_the_next(
+    client: Redis,
+) -> None:
+    app_id, (_first, second, third) = await _tenant(client, "t.1", "t.2", "t.3")
+    sent = await _sent_to(client, app_id, "t.1", NOW)
+    stuck = await _sent_to(client, app_id, "t.2", NOW + 1)
+    next_in_line = await _sent_to(client, app_id, "t.3", NOW + 2)
+    await _lease_at(client, [sent], NOW + 10, app_max=1)
+    await _lease_at(client, [stuck], NOW + 11, app_max=1)
+    await _lease_at(client, [next_in_line], NOW + 12, app_max=1)
+    await client.hset(keys.endpoint(second), "disabled", "1")
+
+    recorded = await _record(
+        client, sent, AttemptOutcome.OK, 200, next_lease=NextLease("tok-next", LEASE_MS, 10),
+        app_max=1,
+    )  # fmt: skip
+
+    assert recorded.next == LeaseResult([_job(next_in_line, third)], {stuck: LeaseSkip.DISABLED})
+    assert await client.zrange(keys.app_inflight(app_id), 0, -1) == [next_in_line]
+    assert not await client.exists(keys.app_parked(app_id))

@@ -311,10 +311,48 @@ local function gcra(key, now, rate, burst)
   return 0
 end
 
+-- Per-application cap on sends in flight (WEBHOOK_APP_CONCURRENCY), beside each endpoint's:
+-- a tenant whose endpoints all hang holds at most app_max of every worker's slots. It
+-- counts by the event's application, read here: the one whose cap a delivery of this event
+-- counts against, or '' for none. Our operational events belong to no application (and go
+-- to the operator's endpoints); the default application is where a single-tenant
+-- deployment keeps every endpoint, whose hanging ones must not hold the others' sends back
+-- (the endpoint's own cap keeps them apart, as before applications).
+local function capped_app(event_id)
+  local app = redis.call('HGET', K.event .. event_id, 'app')
+  if not app or app == DEFAULT_APP.id then return '' end
+  return app
+end
+
+-- Whether the application holds app_max leases already. Expired ones are dropped first: a
+-- worker that died mid-send holds no slot past its lease.
+local function app_full(app, app_max, now)
+  if app == '' or app_max <= 0 then return false end
+  local inflight = K.app_inflight .. app
+  redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now)
+  return redis.call('ZCARD', inflight) >= app_max
+end
+
+-- A delivery that no longer waits for a slot (leased, or ended), in neither line.
+local function unpark(id, ep_id, app)
+  redis.call('ZREM', K.parked .. ep_id, id)
+  if app ~= '' then redis.call('ZREM', K.app_parked .. app, id) end
+end
+
+-- Wait for a slot: the send that frees one wakes the longest-waiting delivery (record.lua).
+-- The due entry is only the fallback, should no slot free in a whole lease.
+local function park(line, id, since, now, lease_ms)
+  redis.call('ZADD', line, 'NX', since, id)
+  redis.call('ZADD', K.due, now + lease_ms, id)
+end
+
 -- Take a lease on one delivery, or say why not: {id, why} or, leased, {id, 'go', attempts,
 -- event, endpoint, body, url, secrets, headers}. lease.lua takes a wake-up's batch with it;
--- record.lua the parked delivery that the slot its attempt freed goes to.
-local function lease_one(id, now, token, lease_ms, max_in_flight)
+-- record.lua the parked deliveries that the slots its attempt freed go to. At most
+-- max_in_flight leases per endpoint and app_max per application (0: no cap); one that
+-- finds either full parks in that one's line, scored `since` (when it began to wait: now,
+-- or the score it had in the line record.lua took it from, so it keeps its place).
+local function lease_one(id, now, token, lease_ms, max_in_flight, app_max, since)
   local key = K.delivery .. id
   local d = redis.call('HMGET', key, 'status', 'attempts', 'next_at', 'lease_until', 'event',
     'endpoint')
@@ -333,31 +371,33 @@ local function lease_one(id, now, token, lease_ms, max_in_flight)
     local ep_id, event_id = delivery_endpoint(id, d[6]), delivery_event(id, d[5])
     local ep = redis.call('HMGET', K.endpoint .. ep_id, 'url', 'secrets', 'disabled',
       'rate_limit', 'headers')
+    local app = capped_app(event_id)
     local inflight = K.inflight .. ep_id
     if ep[1] then redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now) end
     local rate = tonumber(ep[4] or '') or 0
     if not ep[1] then
       fail_unsent(id, ep_id, 'endpoint_deleted', now)
+      unpark(id, ep_id, app)
       return {id, 'failed'}
     elseif redis.call('HEXISTS', K.event .. event_id, 'body') == 0 then
       -- An admin expunged the payload: there is nothing left to send.
       fail_unsent(id, ep_id, 'payload_deleted', now)
-      redis.call('ZREM', K.parked .. ep_id, id)
+      unpark(id, ep_id, app)
       return {id, 'failed'}
     elseif ep[3] == '1' then
       redis.call('HSET', key, 'status', 'disabled', 'updated', now)
       count_outcome('disabled')
       count_pending(ep_id, -1)
       redis.call('ZREM', K.due, id)
-      redis.call('ZREM', K.parked .. ep_id, id)
+      unpark(id, ep_id, app)
       log_state(id)
       return {id, 'disabled'}
     elseif redis.call('ZCARD', inflight) >= max_in_flight then
-      -- Wait for a slot: the send that frees one wakes the longest-parked delivery. The due
-      -- entry is only the fallback, should no slot free in a whole lease.
-      redis.call('ZADD', K.parked .. ep_id, 'NX', now, id)
-      redis.call('ZADD', K.due, now + lease_ms, id)
+      park(K.parked .. ep_id, id, since, now, lease_ms)
       return {id, 'busy'}
+    elseif app_full(app, app_max, now) then
+      park(K.app_parked .. app, id, since, now, lease_ms)
+      return {id, 'app_busy'}
     else
       local wait = 0
       if rate > 0 then wait = gcra(K.rate .. ep_id, now, rate, math.max(1, math.floor(rate))) end
@@ -369,7 +409,10 @@ local function lease_one(id, now, token, lease_ms, max_in_flight)
         redis.call('HSET', key, 'lease', token, 'lease_until', now + lease_ms)
         redis.call('ZADD', K.due, now + lease_ms, id)
         redis.call('ZADD', inflight, now + lease_ms, id)
-        redis.call('ZREM', K.parked .. ep_id, id)
+        if app ~= '' and app_max > 0 then
+          redis.call('ZADD', K.app_inflight .. app, now + lease_ms, id)
+        end
+        unpark(id, ep_id, app)
         return {id, 'go', d[2], event_id, ep_id, ev[1] or '', ep[1], ep[2], ep[5] or ''}
       end
     end

@@ -1,14 +1,15 @@
 #!lua flags=allow-oom
 -- Record one attempt and the delivery's next state, only if we still hold the lease: an
 -- attempt is recorded once, and a worker whose lease ran out cannot overwrite the one that
--- took over. Also frees the endpoint's in-flight slot and keeps the endpoint's health:
+-- took over. Also frees the endpoint's and the application's in-flight slots, which go to
+-- the deliveries waiting longest for them, and keeps the endpoint's health:
 -- a success clears its failing streak; an exhausted delivery after `disable_after_ms` of
 -- failing, or a 410, disables it. Health changes become operational events.
 -- The attempt itself goes only to the log outbox (log_state): Redis keeps the delivery's
 -- state, the log keeps its history.
 -- Keys (none passed as KEYS): K.delivery .. <dlv>, K.endpoint_seqs, K.event .. <msg>,
---   K.endpoint .. <ep>, K.inflight .. <ep>, K.parked .. <ep>, K.rate .. <ep>,
---   K.backlog .. <ep>, K.due, K.metrics, K.outbox,
+--   K.endpoint .. <ep>, K.inflight .. <ep>, K.parked .. <ep>, K.app_inflight .. <app>,
+--   K.app_parked .. <app>, K.rate .. <ep>, K.backlog .. <ep>, K.due, K.metrics, K.outbox,
 --   K.sub_ops (the endpoints an operational event goes to, under the same templates)
 -- ARGV (store/deliveries.py RecordArgs.argv gives them in this order):
 local now = tonumber(ARGV[1])
@@ -24,13 +25,15 @@ local ctx = {now = now,               -- for the operational events it may cause
   iso = ARGV[10],                     -- the time, ISO 8601
   budget = tonumber(ARGV[11]),        -- attempts their deliveries get
   ids = {ARGV[12], ARGV[13], ARGV[14]}}  -- their ids, one each
-local next_token = ARGV[15]           -- lease the parked delivery with it ('' = don't)
+local next_token = ARGV[15]           -- lease the parked deliveries with it ('' = don't)
 local next_lease_ms = tonumber(ARGV[16])  -- that lease's lease_ms,
-local next_max = tonumber(ARGV[17])       -- and its max_in_flight
-local class = ARGV[18]                -- the answer's class (deliveries.py STATUS_CLASSES)
--- Returns {'stale'}, or {status, attempts, the delivery's creation ms[, the parked
--- delivery's common.lua lease_one row]} (store/deliveries.py Recorded.parse). What the
--- attempt adds to the metrics and the endpoint's windows the caller counts (store/counts.py).
+local next_max = tonumber(ARGV[17])       -- its max_in_flight
+local next_app_max = tonumber(ARGV[18])   -- and its app_max (lease.lua's)
+local class = ARGV[19]                -- the answer's class (deliveries.py STATUS_CLASSES)
+-- Returns {'stale'}, or {status, attempts, the delivery's creation ms[, a common.lua
+-- lease_one row for each parked delivery leased]} (store/deliveries.py Recorded.parse). What
+-- the attempt adds to the metrics and the endpoint's windows the caller counts
+-- (store/counts.py).
 
 local key = K.delivery .. id
 local d = redis.call('HMGET', key, 'lease', 'status', 'attempts', 'budget', 'endpoint', 'type',
@@ -40,13 +43,27 @@ local ep, event_id = delivery_endpoint(id, d[5]), delivery_event(id, d[7])
 local etype = delivery_type(id, d[6], d[7])
 local attempts = tonumber(d[3]) + 1
 
+-- The application's slot, if the lease took one (common.lua capped_app: '' for none).
+local app = capped_app(event_id)
 redis.call('ZREM', K.inflight .. ep, id)
--- The freed slot goes to the longest-parked delivery. Given a token, this script leases it
--- for the caller at the end (after this attempt's own changes, which may have disabled the
--- endpoint), which saves a round trip per delivery to an endpoint at its limit; without,
--- its due entry two seconds on brings it to the scheduler.
-local parked = redis.call('ZPOPMIN', K.parked .. ep)
-if parked[1] and next_token == '' then redis.call('ZADD', K.due, now + 2000, parked[1]) end
+if app ~= '' then redis.call('ZREM', K.app_inflight .. app, id) end
+-- The freed slots go to the endpoint's longest-parked delivery and the application's. Given
+-- a token, this script leases them for the caller at the end (after this attempt's own
+-- changes, which may have disabled the endpoint), which saves a round trip per delivery to
+-- an endpoint or an application at its limit; without, their due entries two seconds on
+-- bring them to the scheduler. Each is {id, the score it waited with} or {}.
+local ep_parked = redis.call('ZPOPMIN', K.parked .. ep)
+local app_parked = {}
+if app ~= '' then app_parked = redis.call('ZPOPMIN', K.app_parked .. app) end
+if ep_parked[1] and ep_parked[1] == app_parked[1] then
+  app_parked[2] = math.min(tonumber(ep_parked[2]), tonumber(app_parked[2]))
+  ep_parked = {}
+end
+if next_token == '' then
+  for _, p in ipairs({ep_parked, app_parked}) do
+    if p[1] then redis.call('ZADD', K.due, now + 2000, p[1]) end
+  end
+end
 
 local ep_key = K.endpoint .. ep
 local ep_exists = redis.call('EXISTS', ep_key) == 1
@@ -119,8 +136,40 @@ count_outcome(status)
 if status ~= 'pending' then count_pending(ep, -1) end
 log_state(id, attempt_json)
 local created = delivery_created(id, d[8])
-if parked[1] and next_token ~= '' then
-  return {status, attempts, created,
-    lease_one(parked[1], now, next_token, next_lease_ms, next_max)}
+local out = {status, attempts, created}
+if next_token == '' then return out end
+
+-- Application-line deliveries one freed slot is offered to, at most: one whose endpoint is
+-- at its own limit or throttled, or that ended meanwhile, cannot use it and hands it on.
+local HANDOFFS = 10
+local offered = {}
+local function lease_next(pick, since)
+  offered[pick] = true
+  local row = lease_one(pick, now, next_token, next_lease_ms, next_max, next_app_max, since)
+  out[#out + 1] = row
+  return row[2]
 end
-return {status, attempts, created}
+local woken = {}
+if ep_parked[1] then woken[#woken + 1] = {ep_parked[1], tonumber(ep_parked[2]), false} end
+if app_parked[1] then woken[#woken + 1] = {app_parked[1], tonumber(app_parked[2]), true} end
+-- The one that waited longer first: it takes the application's slot, and the other parks
+-- again in its place (lease_one's since) when that was the last.
+table.sort(woken, function(a, b) return a[2] < b[2] end)
+for _, w in ipairs(woken) do
+  if not offered[w[1]] then
+    local why = lease_next(w[1], w[2])
+    local tries = 1
+    while w[3] and why ~= 'go' and why ~= 'app_busy' and tries < HANDOFFS do
+      local p = redis.call('ZPOPMIN', K.app_parked .. app)
+      if not p[1] then break end
+      if offered[p[1]] then
+        -- Offered once in this step and parked again: it keeps its place.
+        redis.call('ZADD', K.app_parked .. app, p[2], p[1])
+        break
+      end
+      why = lease_next(p[1], tonumber(p[2]))
+      tries = tries + 1
+    end
+  end
+end
+return out
