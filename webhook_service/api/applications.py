@@ -7,6 +7,7 @@ from aiohttp import web
 
 from webhook_service.api.body import read_model
 from webhook_service.api.context import services
+from webhook_service.api.jobs import start_deletion
 from webhook_service.api.models import ApplicationIn, ApplicationPatch, application_json
 from webhook_service.api.pagination import page_params
 from webhook_service.api.problems import ProblemError
@@ -14,6 +15,7 @@ from webhook_service.api.tenancy import bound_application, home_application
 from webhook_service.ids import new_id
 from webhook_service.store.applications import (
     DEFAULT_APP_ID,
+    DEFAULT_APP_UID,
     ApplicationOutcome,
     ApplicationRecord,
 )
@@ -122,3 +124,18 @@ async def patch_application(request: web.Request) -> web.Response:
     if outcome is ApplicationOutcome.MISSING:
         raise ProblemError(404, "No application has this id or uid.")
     return web.json_response(application_json(changed))
+
+
+@routes.delete("/v1/applications/{app}")
+async def delete_application(request: web.Request) -> web.Response:
+    if bound_application(request) is not None:
+        # Another application, or none, is not there for a bound key (404, as everywhere);
+        # its own it may not delete.
+        await _load(request)
+    _operator_only(request, "delete")
+    # By its id or uid, made yet or not: its uid is its own even before it exists.
+    if request.match_info["app"] in (DEFAULT_APP_ID, DEFAULT_APP_UID):
+        raise ProblemError(
+            409, "The default application, which the flat routes act on, is never deleted."
+        )
+    return await start_deletion(request, (await _load(request)).id)

@@ -214,7 +214,7 @@ class RecoverIn(_Strict):
 
 
 def job_json(job: JobRecord) -> dict[str, Any]:
-    return {
+    shown: dict[str, Any] = {
         "id": job.id,
         "kind": job.kind,
         "state": job.state,
@@ -223,6 +223,19 @@ def job_json(job: JobRecord) -> dict[str, Any]:
         "created_at": iso(job.created_ms),
         "updated_at": iso(job.updated_ms),
     }
+    if job.deletion is not None:
+        d = job.deletion
+        shown.update(
+            application=d.application,
+            step=d.step.value,
+            endpoints_deleted=d.endpoints,
+            deliveries_ended=d.ended,
+            events_purged=d.events,
+            deliveries_purged=d.deliveries,
+            attempts_purged=d.attempts,
+            api_keys_revoked=d.api_keys,
+        )
+    return shown
 
 
 class ReplayIn(_Strict):

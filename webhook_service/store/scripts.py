@@ -42,6 +42,7 @@ NAMES = (
     "release",
     "revive",
     "app_save",
+    "app_end",
 )
 
 
