@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from redis.asyncio import Redis
 
 from tests.integration.conftest import Api, serve_api, settings_for, wait_for
 from tests.support.apikeys import make_key
@@ -20,7 +21,8 @@ from tests.support.receiver import Receiver
 from tests.support.stack import Stack
 from webhook_service.api.routing import NESTED_PREFIX
 from webhook_service.api.scopes import Scope
-from webhook_service.store.applications import DEFAULT_APP_ID
+from webhook_service.store import keys
+from webhook_service.store.applications import DEFAULT_APP_ID, DEFAULT_APP_UID
 
 TYPES = ("invoice.paid", "invoice.voided", "user.created", "order.shipped")
 CHANNELS = ("eu", "us", "vip")
@@ -404,3 +406,37 @@ async def test_a_uid_that_cannot_name_one_path_segment_is_refused(api: Api, uid:
         "POST", "/v1/applications", json={"name": "Bad uid", "uid": uid}
     )
     assert status == 422 and problem["errors"][0]["pointer"] == "/uid", problem
+
+
+async def test_the_default_application_is_there_before_its_first_use(
+    api: Api, stack: Stack
+) -> None:
+    client = Redis.from_url(stack.valkey.url, decode_responses=True)
+    try:
+        # As on a fresh store: nothing has used it yet.
+        await client.delete(keys.app(DEFAULT_APP_ID))
+        await client.hdel(keys.APPS_UID, DEFAULT_APP_UID)
+        await client.zrem(keys.APPS, DEFAULT_APP_ID)
+        for ref in (DEFAULT_APP_UID, DEFAULT_APP_ID):
+            status, body, _ = await api.call("GET", f"/v1/applications/{ref}")
+            assert status == 200 and body["id"] == DEFAULT_APP_ID, body
+        status, problem, _ = await api.call(
+            "PATCH", "/v1/applications/default", json={"uid": "renamed"}
+        )
+        assert status == 422, problem
+    finally:
+        await client.aclose()
+
+
+async def test_a_replay_answers_with_its_deliveries_application(
+    api: Api, receiver: Receiver
+) -> None:
+    app = await new_app(api, "Replayed")
+    await app_endpoint(api, receiver, app["id"], "replayed", ["r.t"], ["eu"])
+    sent = await app_event(api, app["id"], "r.t", {}, channels=["eu"])
+    assert sent["deliveries"] == 1
+    status, replayed, _ = await api.call(
+        "POST", f"/v1/applications/{app['id']}/events/{sent['id']}/replay"
+    )
+    assert status == 202, replayed
+    assert [d["application"] for d in replayed["deliveries"]] == [app["id"]]

@@ -44,12 +44,6 @@ def delivered_to(api: Api, endpoint_id: str, event_id: str) -> Callable[[], Awai
     return check
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="api/events.py _destination looks the uid 'default' up in apps:uid, which holds it "
-    "only once something made the default application (an endpoint, a flat POST /v1/events, "
-    "migrate): on a fresh store the nested route answers 404",
-)
 async def test_a_fresh_service_takes_events_for_the_default_application(
     api: Api, stack: Stack
 ) -> None:

@@ -133,7 +133,8 @@ async def replay(request: web.Request) -> web.Response:
         raise _refusal(replayed.outcome)
     if replayed.pending:
         await svc.waker.wake(replayed.pending, retry=False)
-    records = await svc.deliveries.get_many(replayed.delivery_ids)
+    # Through the history reader: it gives each its event's application.
+    records = await svc.history.deliveries(replayed.delivery_ids)
     return web.json_response(
         {
             "event_id": event_id,

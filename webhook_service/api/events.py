@@ -28,6 +28,7 @@ from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
 from webhook_service.store.applications import (
     DEFAULT_APP_ID,
+    DEFAULT_APP_UID,
     DEFAULT_APPLICATION,
     NewApplication,
     is_app_id,
@@ -67,6 +68,9 @@ async def _destination(request: web.Request, event: EventIn) -> tuple[str, NewAp
     if raw is None:
         home = bound or DEFAULT_APP_ID
         return home, DEFAULT_APPLICATION if home == DEFAULT_APP_ID else None
+    if raw in (DEFAULT_APP_ID, DEFAULT_APP_UID) and bound in (None, DEFAULT_APP_ID):
+        # Made on its first use, as by the flat route.
+        return DEFAULT_APP_ID, DEFAULT_APPLICATION
     app_id: str | None = raw
     if not is_app_id(raw):
         app_id = await services(request).applications.id_of_uid(raw)

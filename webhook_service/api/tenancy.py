@@ -17,7 +17,7 @@ from aiohttp import web
 from webhook_service.api.auth import CALLER
 from webhook_service.api.context import Services, services
 from webhook_service.api.problems import ProblemError
-from webhook_service.store.applications import DEFAULT_APP_ID
+from webhook_service.store.applications import DEFAULT_APP_ID, DEFAULT_APP_UID
 
 APP_NOT_FOUND = "No application has this id or uid."
 
@@ -37,8 +37,12 @@ def path_application(request: web.Request) -> str | None:
 
 
 async def resolve(svc: Services, request: web.Request, raw: str) -> str:
-    """The id of the application ``raw`` (an id or a uid) names, if the caller may see it."""
+    """The id of the application ``raw`` (an id or a uid) names, if the caller may see it.
+    The default application is there before its first endpoint or event: made on its
+    first mention."""
     found = await svc.applications.resolve(raw)
+    if found is None and raw in (DEFAULT_APP_ID, DEFAULT_APP_UID):
+        found = await svc.applications.ensure_default()
     bound = bound_application(request)
     if found is None or (bound is not None and found.id != bound):
         raise not_found()
