@@ -5,11 +5,12 @@
 -- 'stale', nothing written), and leaves its endpoint's parked set. Every pending delivery
 -- is in the due set: by the time it is next due, a leased one by its lease's end, a parked
 -- one by its fallback. A delivery's endpoint is named by its id's tail (keys.py "Derived
--- fields"), which K.endpoint_seqs maps to the endpoint.
+-- fields"): the endpoint's sequence number (common.lua endpoint_tail), or, for one made
+-- before sequence numbers, its id's body (what K.endpoint_seqs maps both to).
 -- Refuses while the application still exists: the deliveries of a live one are never ended.
 -- Keys (none passed as KEYS): K.app .. <app>, K.app .. <app> .. K.app_endpoints_suffix,
---   K.due, K.endpoint_seqs, K.delivery .. <dlv>, K.parked .. <ep>, K.endpoint .. <ep>,
---   K.backlog .. <ep>, K.metrics, K.outbox
+--   K.endpoint .. <ep>, K.due, K.delivery .. <dlv>, K.parked .. <ep>, K.backlog .. <ep>,
+--   K.metrics, K.outbox
 -- ARGV (store/app_deletion.py AppEndArgs.argv gives them in this order):
 local app = ARGV[1]
 local cursor = ARGV[2]            -- where this slice of K.due starts (a ZSCAN cursor; '0'
@@ -22,20 +23,13 @@ local now = tonumber(ARGV[4])
 -- is still there: nothing done).
 if redis.call('EXISTS', K.app .. app) == 1 then return {'exists', cursor, 0} end
 
+-- The tails of its endpoints' deliveries -> the endpoint: every due entry is looked up in
+-- this alone, so a slice costs the same however many other applications share the set.
 local own = {}
 for _, ep in ipairs(redis.call('ZRANGE', K.app .. app .. K.app_endpoints_suffix, 0, -1)) do
-  own[ep] = true
-end
--- Tail -> endpoint id (false: none), looked up once a call: a slice has few endpoints.
-local named = {}
-local function endpoint_of(id)
-  local tail = string.sub(id, 31)
-  local ep = named[tail]
-  if ep == nil then
-    ep = redis.call('HGET', K.endpoint_seqs, tail)
-    named[tail] = ep
-  end
-  return ep
+  own[string.sub(ep, 4)] = ep
+  local seq = redis.call('HGET', K.endpoint .. ep, 'seq')
+  if seq then own[endpoint_tail(seq)] = ep end
 end
 
 local scan = redis.call('ZSCAN', K.due, cursor, 'COUNT', count)
@@ -43,8 +37,8 @@ local entries, ended = scan[2], 0
 -- ZSCAN answers member, score, member, score...
 for i = 1, #entries, 2 do
   local id = entries[i]
-  local ep = endpoint_of(id)
-  if ep and own[ep] and redis.call('HGET', K.delivery .. id, 'status') == 'pending' then
+  local ep = own[string.sub(id, 31)]
+  if ep and redis.call('HGET', K.delivery .. id, 'status') == 'pending' then
     -- What a finished delivery no longer needs (record.lua keeps nothing dead either).
     redis.call('HDEL', K.delivery .. id, 'lease', 'lease_until', 'next_at', 'budget')
     fail_unsent(id, ep, 'application_deleted', now)
