@@ -202,3 +202,16 @@ async def test_an_application_without_endpoints_ends_nothing(client: Redis) -> N
 
     assert await _end_all(client, app_id) == [AppEnded(AppEndOutcome.SCANNED, "0", 0)]
     assert await client.zcard(keys.DUE) == len(others)
+
+
+async def test_a_delivery_named_by_its_endpoints_id_body_ends_too(client: Redis) -> None:
+    # Schema 2 ended a delivery id with its endpoint's id body (history/backfill.py maps
+    # those tails in endpoints:seqs); one may still be pending after the migration.
+    app_id, (endpoint_id,) = await _tenant(client)
+    old = "dlv_" + new_id("msg", NOW)[4:] + endpoint_id[3:]
+    await client.hset(keys.delivery(old), mapping={"status": "pending", "attempts": 0})
+    await client.zadd(keys.DUE, {old: NOW})
+    assert await ApplicationStore(client, Scripts(client)).delete(app_id)
+
+    assert [a.ended for a in await _end_all(client, app_id)] == [1]
+    assert (await _hash(client, keys.delivery(old)))["error"] == "application_deleted"
