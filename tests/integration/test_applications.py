@@ -440,3 +440,18 @@ async def test_a_replay_answers_with_its_deliveries_application(
     )
     assert status == 202, replayed
     assert [d["application"] for d in replayed["deliveries"]] == [app["id"]]
+
+
+async def test_a_bound_key_renames_its_application_but_cannot_lift_its_rate_limit(
+    api: Api,
+) -> None:
+    app = await new_app(api, "Quota", uid="quota-owner", rate_limit=5)
+    key = (await make_key(api, TENANT_SCOPES, application=app["id"]))["key"]
+    status, problem, _ = await api.call(
+        "PATCH", "/v1/applications/quota-owner", json={"rate_limit": None}, key=key
+    )
+    assert status == 403 and problem["type"].endswith("/bound-key"), problem
+    status, renamed, _ = await api.call(
+        "PATCH", "/v1/applications/quota-owner", json={"name": "Quota Ltd"}, key=key
+    )
+    assert status == 200 and (renamed["name"], renamed["rate_limit"]) == ("Quota Ltd", 5)

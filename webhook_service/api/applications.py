@@ -101,6 +101,13 @@ async def patch_application(request: web.Request) -> web.Response:
     record = await _load(request)
     patch = await read_model(request, ApplicationPatch, svc.settings.max_payload_bytes)
     given = patch.model_fields_set
+    if "rate_limit" in given and bound_application(request) is not None:
+        # The limit is the operator's quota on the tenant, not the tenant's to lift.
+        raise ProblemError(
+            403,
+            "A key bound to an application cannot change its rate_limit.",
+            kind="bound-key",
+        )
     if record.id == DEFAULT_APP_ID and "uid" in given and patch.uid != record.uid:
         # The flat routes find the default application by its id, people by this uid.
         raise ProblemError(
