@@ -13,7 +13,7 @@ call where it is (``Deletion``: the step, its scan cursor, the outbox mark it wa
 what it has done so far; every call is safe to run twice, so a job cut short resumes from
 its last save. Its hash holds, beside kind, state, created and updated (filter, statuses,
 cursor, matched and retried are empty or 0): app, step, scan, mark, since, and the counts
-endpoints, ended, events, deliveries, attempts and keys.
+endpoints, ended, events, deliveries, attempts and keys (API keys revoked).
 """
 
 from __future__ import annotations
