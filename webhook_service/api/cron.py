@@ -59,10 +59,11 @@ _SHIP_BATCHES = 10
 _FINISHED_UNDELIVERED: frozenset[str] = frozenset(
     {RecordOutcome.FAILED, RecordOutcome.DISABLED, LeaseSkip.FAILED, LeaseSkip.DISABLED}
 )
-# Tried and failed with tries left, held back by the endpoint's concurrency or rate limit, or
-# sent while the store refused its record (sent again once its lease has run out).
+# Tried and failed with tries left, held back by the endpoint's or the application's
+# concurrency or the endpoint's rate limit, or sent while the store refused its record (sent
+# again once its lease has run out).
 _LATER: frozenset[str] = frozenset(
-    {RecordOutcome.PENDING, LeaseSkip.BUSY, LeaseSkip.THROTTLED, UNRECORDED}
+    {RecordOutcome.PENDING, LeaseSkip.BUSY, LeaseSkip.APP_BUSY, LeaseSkip.THROTTLED, UNRECORDED}
 )
 
 routes = web.RouteTableDef()
