@@ -72,6 +72,7 @@ bench: $(STAMP) postgresql
 	$(BIN)/python -m bench.run --plan quick
 	$(BIN)/python -m bench.bench_log
 	$(BIN)/python -m bench.bench_history
+	$(BIN)/python -m bench.bench_apps
 
 bench-full: $(STAMP)
 	$(BIN)/python bench/bench_signer.py --runs 9
