@@ -455,3 +455,25 @@ async def test_a_bound_key_renames_its_application_but_cannot_lift_its_rate_limi
         "PATCH", "/v1/applications/quota-owner", json={"name": "Quota Ltd"}, key=key
     )
     assert status == 200 and (renamed["name"], renamed["rate_limit"]) == ("Quota Ltd", 5)
+
+
+async def test_nothing_of_a_deleted_application_is_sent_again(api: Api, receiver: Receiver) -> None:
+    app = await new_app(api, "Gone soon")
+    await app_endpoint(api, receiver, app["id"], "gone-soon", ["g.t"])
+    sent = await app_event(api, app["id"], "g.t", {})
+
+    async def delivered() -> bool:
+        _, event, _ = await api.call("GET", f"/v1/events/{sent['id']}")
+        return [d["status"] for d in event["deliveries"]] == ["succeeded"]
+
+    await wait_for(delivered)
+    _, event, _ = await api.call("GET", f"/v1/events/{sent['id']}")
+    delivery_id = event["deliveries"][0]["id"]
+    status, job, _ = await api.call("DELETE", f"/v1/applications/{app['id']}")
+    assert status == 202, job
+    # By the operator's flat routes too, before the deletion job has purged them.
+    status, _, _ = await api.call("POST", f"/v1/deliveries/{delivery_id}/retry")
+    assert status == 404
+    status, _, _ = await api.call("POST", f"/v1/events/{sent['id']}/replay")
+    assert status == 404
+    assert len(receiver.for_endpoint("gone-soon")) == 1

@@ -12,7 +12,13 @@ from webhook_service.api.models import attempt_json, delivery_json
 from webhook_service.api.pagination import page_params, query_problem
 from webhook_service.api.problems import ProblemError
 from webhook_service.api.routing import tenant_route
-from webhook_service.api.tenancy import ensure_visible, not_found, resolve, visible_application
+from webhook_service.api.tenancy import (
+    ensure_live,
+    ensure_visible,
+    not_found,
+    resolve,
+    visible_application,
+)
 from webhook_service.history.filters import DeliveryFilter
 from webhook_service.store.deliveries import STATUS_CLASSES, DeliveryRecord, RetryOutcome
 from webhook_service.store.states import STATUSES
@@ -112,15 +118,20 @@ async def _application_of(svc: Services, record: DeliveryRecord) -> str | None:
     return None if event is None else event.application
 
 
-async def load_delivery(request: web.Request) -> DeliveryRecord:
-    """The delivery the route names, if the caller may see its application, or a 404."""
+async def load_delivery(request: web.Request, *, acting: bool = False) -> DeliveryRecord:
+    """The delivery the route names, if the caller may see its application, or a 404; to act
+    on it (``acting``), its application must still exist."""
     svc = services(request)
     scope = await visible_application(request)
     record = await svc.history.get_delivery(request.match_info["delivery_id"])
+    missing = ProblemError(404, _NO_DELIVERY)
     if record is None:
-        raise ProblemError(404, _NO_DELIVERY)
-    if scope is not None:
-        ensure_visible(scope, await _application_of(svc, record), ProblemError(404, _NO_DELIVERY))
+        raise missing
+    if scope is not None or acting:
+        application = await _application_of(svc, record)
+        ensure_visible(scope, application, missing)
+        if acting:
+            await ensure_live(svc, application, missing)
     return record
 
 
@@ -137,7 +148,7 @@ async def get_delivery(request: web.Request) -> web.Response:
 @tenant_route(routes, "POST", "/v1/deliveries/{delivery_id}/retry")
 async def retry_delivery(request: web.Request) -> web.Response:
     svc = services(request)
-    delivery_id = (await load_delivery(request)).id
+    delivery_id = (await load_delivery(request, acting=True)).id
     [outcome] = await svc.reviver.retry(
         svc.deliveries, [delivery_id], now_ms(), int(svc.settings.wakeup_grace * 1000)
     )

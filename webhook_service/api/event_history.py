@@ -18,7 +18,7 @@ from webhook_service.api.pagination import page_params
 from webhook_service.api.problems import ProblemError
 from webhook_service.api.routing import tenant_route
 from webhook_service.api.scopes import Scope
-from webhook_service.api.tenancy import ensure_visible, visible_application
+from webhook_service.api.tenancy import ensure_live, ensure_visible, visible_application
 from webhook_service.history.filters import EventFilter
 from webhook_service.store.events import EventRecord, ExpungeOutcome, Replayed, ReplayOutcome
 from webhook_service.timeutil import iso, now_ms
@@ -46,13 +46,18 @@ async def list_route(request: web.Request) -> web.Response:
 _NO_EVENT = "No event has this id."
 
 
-async def load_event(request: web.Request) -> EventRecord:
-    """The event the route names, if the caller may see its application, or a 404."""
+async def load_event(request: web.Request, *, acting: bool = False) -> EventRecord:
+    """The event the route names, if the caller may see its application, or a 404; to act
+    on it (``acting``), its application must still exist."""
+    svc = services(request)
     scope = await visible_application(request)
-    record = await services(request).history.get_event(request.match_info["event_id"])
+    record = await svc.history.get_event(request.match_info["event_id"])
+    missing = ProblemError(404, _NO_EVENT)
     if record is None:
-        raise ProblemError(404, _NO_EVENT)
-    ensure_visible(scope, record.application, ProblemError(404, _NO_EVENT))
+        raise missing
+    ensure_visible(scope, record.application, missing)
+    if acting:
+        await ensure_live(svc, record.application, missing)
     return record
 
 
@@ -107,8 +112,7 @@ def _refusal(outcome: ReplayOutcome) -> ProblemError:
 @tenant_route(routes, "POST", "/v1/events/{event_id}/replay")
 async def replay(request: web.Request) -> web.Response:
     svc = services(request)
-    event = await load_event(request)
-    event_id = event.id
+    event_id = (await load_event(request, acting=True)).id
     body = ReplayIn()
     if request.can_read_body:
         body = await read_model(request, ReplayIn, svc.settings.max_payload_bytes)

@@ -65,6 +65,13 @@ async def visible_application(request: web.Request) -> str | None:
     return bound_application(request)
 
 
+async def ensure_live(svc: Services, application: str | None, problem: ProblemError) -> None:
+    """Raise ``problem`` for a record of an application deleted since: its deletion job
+    purges it, and a retry or a replay must not send anything of it meanwhile."""
+    if application is not None and await svc.applications.get(application) is None:
+        raise problem
+
+
 def ensure_visible(scope: str | None, application: str | None, problem: ProblemError) -> None:
     """Raise ``problem`` (the route's own 404) when a record of ``application`` lies outside
     ``scope`` (visible_application): it is answered as if it did not exist."""
