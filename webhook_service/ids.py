@@ -1,24 +1,55 @@
-"""Time-sortable ids: a prefix, 48 bits of milliseconds and 80 random bits in Crockford base32.
+"""Time-sortable ids: a prefix, 48 bits of milliseconds, a bucket mark and random bits, in
+Crockford base32.
 
 Sorting ids sorts by creation time, so history pages by id without scanning, and a time
-range becomes an id range (``id_bound``). Within one millisecond a process's ids of one
-prefix count up from the first one's random part (as monotonic ULIDs do), so the events one
-producer sends through one API process list in the order they were accepted even when they
-share a millisecond; across processes the order within a millisecond is the random part's.
+range becomes an id range (``id_bound``). After the 10 characters of time come 2 holding the
+id's **mark** (0..1023), then 14 random ones. The store keeps every key of one application
+in one bucket, the mark modulo ``keys.BUCKETS`` (a Redis Cluster hash tag: store/keys.py),
+so the mark is what tells a caller holding an id where its records are: an application's
+endpoints, events, deliveries and replays carry its mark (``mark_of``), and an application
+gets one at creation (``uid_mark`` of its uid, so that the step creating it is in the slot
+of its uid's mapping, or ``random_mark``).
+
+Within one millisecond a process's ids of one prefix and mark count up from the first one's
+random part (as monotonic ULIDs do), so the events one producer sends to one application
+through one API process list in the order they were accepted even when they share a
+millisecond; across processes (and marks) the order within a millisecond is the rest's.
+
+Ids made before a store had buckets (schema 4 and older) hold no mark: random characters
+stand there. ``webhook-service migrate`` put all that such a store held in the bucket of mark
+0 and noted when (the store's bucket epoch, ``set_epoch``): an id whose time is older reads
+as mark 0, as do ids that are no time-sortable id at all (``app_default``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import threading
 import time
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_BODY_LEN = 26  # 10 chars of time + 16 of randomness
-_RANDOM_MAX = (1 << 80) - 1
-# prefix -> the millisecond and random part of the last id made with it in this process.
-_last: dict[str, tuple[int, int]] = {}
+_TIME_LEN = 10
+_MARK_LEN = 2
+_RANDOM_LEN = 14
+_BODY_LEN = _TIME_LEN + _MARK_LEN + _RANDOM_LEN  # 26
+MARKS = 1 << (5 * _MARK_LEN)  # 1024
+_RANDOM_MAX = (1 << (5 * _RANDOM_LEN)) - 1
+# (prefix, mark) -> the millisecond and random part of the last id made with them here.
+_last: dict[tuple[str, int], tuple[int, int]] = {}
 _last_lock = threading.Lock()  # the scheduler's shipper and a worker's loop are threads
+# Ids older than this (ms) were made before the store had buckets: they read as mark 0.
+_epoch_ms = 0
+
+
+def set_epoch(ms: int) -> None:
+    """The store's bucket epoch (store/schema.py reads it at start-up; migrate sets it)."""
+    global _epoch_ms  # one store per process, read at its start
+    _epoch_ms = ms
+
+
+def epoch() -> int:
+    return _epoch_ms
 
 
 def _encode(value: int, length: int) -> str:
@@ -29,16 +60,54 @@ def _encode(value: int, length: int) -> str:
     return "".join(reversed(chars))
 
 
-def new_id(prefix: str, now_ms: int | None = None) -> str:
+def _decode(text: str) -> int | None:
+    value = 0
+    for char in text:
+        digit = _ALPHABET.find(char)
+        if digit < 0:
+            return None
+        value = value * 32 + digit
+    return value
+
+
+def random_mark() -> int:
+    return secrets.randbelow(MARKS)
+
+
+def uid_mark(uid: str) -> int:
+    """The mark of an application created with this uid: its uid's mapping is kept in that
+    bucket (keys.apps_uid), so creating both is one step. Stable across processes and
+    releases (BLAKE2b, not Python's salted hash)."""
+    digest = hashlib.blake2b(uid.encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") % MARKS
+
+
+def new_id(prefix: str, now_ms: int | None = None, *, mark: int = 0) -> str:
+    """``mark``: the application's (``mark_of`` its id); 0 is the default application's."""
+    if not 0 <= mark < MARKS:
+        raise ValueError(f"an id's mark is 0..{MARKS - 1}, not {mark}")
     ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     with _last_lock:
-        last_ms, last_random = _last.get(prefix, (-1, 0))
+        last_ms, last_random = _last.get((prefix, mark), (-1, 0))
         if ms == last_ms and last_random < _RANDOM_MAX:
             random = last_random + 1
         else:
-            random = secrets.randbits(80)
-        _last[prefix] = (ms, random)
-    return f"{prefix}_{_encode(ms, 10)}{_encode(random, 16)}"
+            random = secrets.randbits(5 * _RANDOM_LEN)
+        _last[prefix, mark] = (ms, random)
+    return (
+        f"{prefix}_{_encode(ms, _TIME_LEN)}{_encode(mark, _MARK_LEN)}{_encode(random, _RANDOM_LEN)}"
+    )
+
+
+def mark_of(identifier: str) -> int:
+    """The mark an id carries: its application's. 0 for an id made before the store had
+    buckets (older than the epoch) and for one that is no time-sortable id."""
+    body = identifier.partition("_")[2]
+    made = _decode(body[:_TIME_LEN])
+    mark = _decode(body[_TIME_LEN : _TIME_LEN + _MARK_LEN])
+    if made is None or mark is None or len(body) < _BODY_LEN or made < _epoch_ms:
+        return 0
+    return mark
 
 
 def id_bound(prefix: str, ms: int, *, upper: bool) -> str:

@@ -1,4 +1,5 @@
-"""Time-sortable ids: order, time bounds, round trips, delivery ids and shape checks."""
+"""Time-sortable ids: order, time bounds, round trips, delivery ids, shape checks, and the
+mark that says an id's bucket (with the epoch before which ids had none)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from webhook_service.ids import (
+    MARKS,
     delivery_event,
     delivery_id,
     delivery_tail,
@@ -16,9 +18,13 @@ from webhook_service.ids import (
     id_bound,
     id_time_ms,
     looks_like,
+    mark_of,
     new_id,
+    random_mark,
     seq_tail,
+    set_epoch,
     tail_endpoint,
+    uid_mark,
 )
 
 MAX_MS = 2**48 - 1  # 48 bits of milliseconds: the year 10889
@@ -196,3 +202,48 @@ def test_looks_like_rejects_the_wrong_kind_of_delivery_id() -> None:
     assert not looks_like(short[:30] + "201", "dlv")  # a leading zero digit
     assert not looks_like(short[:30] + "1", "dlv")  # a count without digits
     assert not looks_like(short[:30] + "0", "dlv")
+
+
+@given(ms_values, st.integers(min_value=0, max_value=MARKS - 1))
+def test_an_id_carries_its_mark_right_after_its_time(ms: int, mark: int) -> None:
+    identifier = new_id("msg", ms, mark=mark)
+    assert (mark_of(identifier), id_time_ms(identifier)) == (mark, ms)
+    assert looks_like(identifier, "msg")
+    # A delivery's id starts with its event's body: its mark is the event's.
+    assert mark_of(delivery_id(identifier, "ep_x", 3)) == mark
+
+
+def test_ids_of_one_ms_and_mark_count_up_and_sort_by_time_across_marks() -> None:
+    made = [new_id("msg", 1_700_000_000_003, mark=77) for _ in range(500)]
+    assert sorted(made) == made and {mark_of(i) for i in made} == {77}
+    later = new_id("msg", 1_700_000_000_004, mark=0)
+    assert max(made) < later  # time first, whatever the marks
+    with pytest.raises(ValueError, match="mark"):
+        new_id("msg", 1, mark=MARKS)
+
+
+def test_the_default_mark_is_0_and_a_random_one_is_in_range() -> None:
+    assert mark_of(new_id("ep", 1_700_000_000_000)) == 0
+    assert all(0 <= random_mark() < MARKS for _ in range(100))
+
+
+def test_what_is_no_time_sortable_id_reads_as_mark_0() -> None:
+    assert mark_of("app_default") == 0
+    assert mark_of("ep_1") == 0 and mark_of("nothing") == 0 and mark_of("") == 0
+
+
+def test_an_id_older_than_the_epoch_has_no_mark_yet_reads_as_mark_0() -> None:
+    old = new_id("msg", 1_700_000_000_000, mark=45)  # random characters stood there
+    new = new_id("msg", 1_700_000_000_010, mark=45)
+    try:
+        set_epoch(1_700_000_000_005)
+        assert (mark_of(old), mark_of(new)) == (0, 45)
+    finally:
+        set_epoch(0)
+    assert mark_of(old) == 45
+
+
+def test_a_uids_mark_is_stable_and_spread() -> None:
+    assert uid_mark("acme") == uid_mark("acme")
+    assert uid_mark("acme") == 197  # the same in every process and release
+    assert len({uid_mark(f"tenant-{n}") for n in range(2000)}) > 800
