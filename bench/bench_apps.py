@@ -125,6 +125,15 @@ def _mean_usage(client: redis.Redis, names: Iterable[str]) -> float:
     return statistics.mean(_usage(client, name) for name in names)
 
 
+def _entry_usage(client: redis.Redis, name: str, count: str) -> float:
+    """One entry's share of a structure kept once per bucket (keys.in_bucket ``name``): the
+    buckets' sizes over their entries (``count``: HLEN or ZCARD, what counts them)."""
+    found = [keys.in_bucket(b, name) for b in keys.all_buckets()]
+    counter = client.hlen if count == "HLEN" else client.zcard
+    entries = [int(counter(key)) for key in found]
+    return sum(_usage(client, k) for k, n in zip(found, entries, strict=True) if n) / sum(entries)
+
+
 def _unlink_matching(client: redis.Redis, pattern: str) -> None:
     batch: list[str] = []
     for name in client.scan_iter(pattern, count=2000):
@@ -170,10 +179,11 @@ def _clear_traffic(rig: Rig) -> None:
     filled. The outbox must have been shipped."""
     rig.purge_queues()
     for pattern in (
-        keys.event("*"),
-        keys.delivery("*"),
-        keys.backlog("*"),
-        keys.LUA_KEYS["wakeup"] + "*",
+        # Every bucket's.
+        keys.PREFIX + "{*}:" + keys.LUA_KEYS["event"] + "*",
+        keys.PREFIX + "{*}:" + keys.LUA_KEYS["delivery"] + "*",
+        keys.PREFIX + "{*}:" + keys.LUA_KEYS["backlog"] + "*",
+        keys.PREFIX + "{*}:" + keys.LUA_KEYS["wakeup"] + "*",
     ):
         _unlink_matching(rig.redis, pattern)
 
@@ -293,17 +303,15 @@ def _key_sizes(
     set_own, set_entry = split_entries(first["subscriptions"], last["subscriptions"], per_app)
     return {
         "app_hash": _mean_usage(client, (keys.app(a) for a in app_ids)),
-        "apps_uid_entry": _usage(client, keys.APPS_UID) / int(client.hlen(keys.APPS_UID)),
-        "apps_entry": _usage(client, keys.APPS) / int(client.zcard(keys.APPS)),
+        "apps_uid_entry": _entry_usage(client, "apps_uid", "HLEN"),
+        "apps_entry": _entry_usage(client, "apps", "ZCARD"),
         "app_endpoints_own": zset_own,
         "subscriptions_own": set_own,
         "endpoint_hash": _mean_usage(client, (keys.endpoint(e) for e in endpoint_ids)),
         "subscriptions_entry": set_entry,
         "app_endpoints_entry": zset_entry,
-        "endpoints_entry": _usage(client, keys.ENDPOINTS) / int(client.zcard(keys.ENDPOINTS)),
-        "endpoint_seqs_entry": (
-            _usage(client, keys.ENDPOINT_SEQS) / int(client.hlen(keys.ENDPOINT_SEQS))
-        ),
+        "endpoints_entry": _entry_usage(client, "endpoints", "ZCARD"),
+        "endpoint_seqs_entry": _entry_usage(client, "endpoint_seqs", "HLEN"),
     }
 
 
@@ -358,7 +366,7 @@ async def _measure(rig: Rig, request: RequestFactory, sizes: Sizes) -> dict[str,
         "valkey_stalls_ms": stalls,
         "valkey_slow_commands": slow,
         "load_avg_1m": load_avg,
-        "apps_in_store": int(rig.redis.zcard(keys.APPS)),
+        "apps_in_store": sum(int(rig.redis.zcard(keys.apps(b))) for b in keys.all_buckets()),
     }
 
 

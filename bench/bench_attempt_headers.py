@@ -64,13 +64,13 @@ async def measure(
 ) -> tuple[int, int]:  # fmt: skip
     """AOF bytes of ``attempts`` attempts recorded through ``store_type``, and the mean
     length of an outbox entry's attempt field."""
-    await client.delete(keys.DUE, keys.LOG_OUTBOX)
+    await client.delete(keys.due(0), keys.outbox(0))
     async with api.post(base + "/v1/endpoints", json={"url": url}) as made:
         endpoint = (await made.json())["id"]
     for n in range(attempts):
         async with api.post(base + "/v1/events", json={"type": "bench.h", "data": {"n": n}}):
             pass
-    due = [str(i) for i in await client.zrange(keys.DUE, 0, -1)]
+    due = [str(i) for i in await client.zrange(keys.due(0), 0, -1)]
     assert len(due) == attempts, len(due)
     transport = aiohttp_transport(settings)
     engine = DeliveryEngine(
@@ -82,7 +82,7 @@ async def measure(
         lease_ms=30_000,
         endpoint_concurrency=BATCH,  # a batch to one endpoint at once: none parked
     )
-    await client.xtrim(keys.LOG_OUTBOX, maxlen=0)
+    await client.xtrim(keys.outbox(0), maxlen=0)
     before = await aof_size(client)
     try:
         for start in range(0, attempts, BATCH):
@@ -92,7 +92,7 @@ async def measure(
         await transport.close()
     grown = await aof_size(client) - before
     # decode_responses: ids and fields are str (redis-py types them for either).
-    entries = cast(list[tuple[str, dict[str, str]]], await client.xrange(keys.LOG_OUTBOX))
+    entries = cast(list[tuple[str, dict[str, str]]], await client.xrange(keys.outbox(0)))
     fields = [len(f[keys.OutboxField.ATTEMPT]) for _, f in entries if keys.OutboxField.ATTEMPT in f]
     async with api.delete(base + f"/v1/endpoints/{endpoint}"):
         pass

@@ -280,7 +280,7 @@ async def _paced(rig: Rig, request: RequestFactory, events: int) -> int:
     for work long done). How many were accepted."""
     sent = accepted = 0
     while sent < events:
-        if await asyncio.to_thread(rig.redis.zcard, keys.DUE) >= _BACKLOG:
+        if await asyncio.to_thread(rig.redis.zcard, keys.due(0)) >= _BACKLOG:
             await asyncio.sleep(0.05)
             continue
         count = min(_CHUNK, events - sent)

@@ -66,7 +66,7 @@ def key_bytes(rig: Rig, event_ids: list[str]) -> dict[str, float]:
 
 def _outbox(rig: Rig) -> tuple[int, int]:
     """The outbox's bytes and its records."""
-    return _usage(rig, keys.LOG_OUTBOX), int(rig.redis.xlen(keys.LOG_OUTBOX))
+    return _usage(rig, keys.outbox(0)), int(rig.redis.xlen(keys.outbox(0)))
 
 
 async def measure(rig: Rig, plan: Plan) -> dict[str, Any]:

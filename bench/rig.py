@@ -37,15 +37,16 @@ from webhook_service.config import Settings
 from webhook_service.crypto import generate_master_key
 from webhook_service.embedded import EmbeddedValkey, start_valkey
 from webhook_service.history.database import sync_engine, upgrade
+from webhook_service.history.shipper import outbox_length
 from webhook_service.store.keys import (
-    DUE,
-    LOG_OUTBOX,
-    LOG_RELEASE,
     PREFIX,
     QUEUE_FRESH,
     QUEUE_RETRY,
     SCHEMA,
+    all_buckets,
     delivery,
+    due,
+    release,
 )
 
 # kombu's bookkeeping of unacknowledged messages; the bindings (_kombu.binding.*) must stay,
@@ -269,7 +270,7 @@ class Rig:
     async def until_shipped(self, within: float = 60.0) -> None:
         """Until the log outbox is empty: the shipper has taken every record to SQL (at once
         on a rig without a log, which has no outbox)."""
-        await self._until(lambda: self.redis.xlen(LOG_OUTBOX) == 0, within, "outbox shipped")
+        await self._until(lambda: outbox_length(self.redis) == 0, within, "outbox shipped")
 
     async def until_idle(self, within: float = 60.0) -> None:
         """Until no delivery is due or leased (every one is final) and no wake-up waits in a
@@ -277,7 +278,7 @@ class Rig:
         stay there until a worker has taken them (the workers must be running)."""
 
         def idle() -> bool:
-            if self.redis.zcard(DUE):
+            if self._in_buckets(due):
                 return False
             return not (self.redis.llen(QUEUE_FRESH) or self.redis.llen(QUEUE_RETRY))
 
@@ -289,11 +290,18 @@ class Rig:
         the key space scanned, so that the wait costs Valkey next to nothing."""
 
         def released() -> bool:
-            if self.redis.xlen(LOG_OUTBOX) or self.redis.zcard(LOG_RELEASE):
+            if outbox_length(self.redis) or self._in_buckets(release):
                 return False
             return next(self.redis.scan_iter(delivery("*"), count=2000), None) is None
 
         await self._until(released, within, "finished work released")
+
+    def _in_buckets(self, name: Callable[[int], str]) -> int:
+        """The members of one sorted set a bucket (keys.due, keys.release), all added."""
+        with self.redis.pipeline(transaction=False) as pipe:
+            for bucket in all_buckets():
+                pipe.zcard(name(bucket))
+            return sum(int(n) for n in pipe.execute())
 
     async def _until(self, test: Callable[[], bool], within: float, what: str) -> None:
         deadline = time.monotonic() + within
@@ -306,7 +314,7 @@ class Rig:
         """Pending wake-ups and tasks, and the due set that would re-publish them."""
         for pattern in (QUEUE_FRESH + "*", QUEUE_RETRY + "*", NAIVE_QUEUE + "*", "bench:*"):
             self._unlink_matching(pattern)
-        self.redis.unlink(DUE, *_KOMBU_KEYS)
+        self.redis.unlink(*(due(b) for b in all_buckets()), *_KOMBU_KEYS)
 
     def _unlink_matching(self, pattern: str, keep: str = "") -> None:
         batch: list[str] = []

@@ -6,7 +6,13 @@ behind).
 The log's database first: its Alembic migrations (``history/database.py`` ``upgrade``), on
 SQLite or on the PostgreSQL WEBHOOK_LOG_URL names. Then the store, one step per schema, each
 stamped when done, so that a run cut short starts again at the step it was in, and each
-step may be run again:
+step may be run again.
+
+Schema 4 -> 5 moves every key into its bucket (``store/bucket_migration.py``: all of an
+older store into bucket 0, with the bucket epoch that makes its ids read as of that
+bucket). It runs first, whatever the version: the older steps below read and write the
+keys by this release's names, which are bucket 0's for everything such a store holds. The
+store is stamped 5 last.
 
 Schema 1 -> 2: endpoint header values stored in clear are sealed under the current master
 key by the endpoint store's own ``seal_headers``. Each endpoint is rewritten on its own under
@@ -24,7 +30,7 @@ stamped 3 last.
 
 Schema 3 -> 4: the single-tenant store moves into the default application
 (``store/tenancy_migration.py``): its endpoints, their subscriptions, the events Redis still
-holds, the idempotency records and the log records not yet shipped. Stamped 4 last.
+holds, the idempotency records and the log records not yet shipped. Stamped 4.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ import sqlalchemy as sa
 from webhook_service.crypto import MasterKeyError, SecretBox, looks_sealed
 from webhook_service.history import backfill
 from webhook_service.ids import seq_tail
-from webhook_service.store import keys, schema, tenancy_migration
+from webhook_service.store import bucket_migration, keys, schema, tenancy_migration
 from webhook_service.store.applications import DEFAULT_APP_ID
 from webhook_service.store.endpoint_rewrite import (
     Rewrite,
@@ -70,6 +76,8 @@ class MigrateReport:
     indexes: int = 0  # history index keys deleted
     # what moved into the default application, if this run made that step
     tenancy: tenancy_migration.Moved | None = None
+    # what moved into buckets, if this run made that step
+    buckets: bucket_migration.Moved | None = None
 
     @property
     def changed(self) -> bool:
@@ -138,8 +146,10 @@ def _number(client: redis.Redis, endpoint_id: str) -> Rewrite:
     short before the endpoint got it is left unused, which costs nothing."""
     if client.hexists(keys.endpoint(endpoint_id), "seq"):
         return Rewrite.UNCHANGED
-    seq = client.incr(keys.ENDPOINT_SEQ)
-    client.hset(keys.ENDPOINT_SEQS, seq_tail(seq), endpoint_id)
+    # Of the endpoint's bucket: bucket 0, where every endpoint of a store this old is.
+    bucket = keys.bucket_of(endpoint_id)
+    seq = client.incr(keys.endpoint_seq(bucket))
+    client.hset(keys.endpoint_seqs(bucket), seq_tail(seq), endpoint_id)
     return rewrite_endpoint(
         client, endpoint_id, ("seq",), lambda values: None if values[0] else {"seq": str(seq)}
     )
@@ -169,6 +179,8 @@ def migrate(
         raise schema.SchemaMismatch(schema.refusal(before))
     report = MigrateReport(before)
     version = schema.UNMARKED if before is None else before
+    if version < 5:
+        report.buckets = bucket_migration.move(client, batch)
     if version < 2:
         _seal_all(client, box, report, batch)
         if report.unopenable:
@@ -189,6 +201,8 @@ def migrate(
     if version < 4:
         report.tenancy = tenancy_migration.move(client, batch)
         schema.stamp(client, 4)
+    if version < 5:
+        schema.stamp(client, 5)
     return report
 
 
@@ -199,7 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Bring the log's database and the store up to the schema this release "
         "reads: the log's migrations; endpoint header values stored in clear by earlier "
         "releases sealed under WEBHOOK_MASTER_KEY; the history Redis held moved into the log; "
-        "a single-tenant store moved into the default application. "
+        "a single-tenant store moved into the default application; every key moved into "
+        "its bucket (hash tags ready for a cluster). "
         "Stop every API, worker and scheduler first; safe to interrupt and run again.",
     )
     parser.parse_args(argv)
@@ -273,6 +288,11 @@ def _summary(report: MigrateReport) -> list[str]:
             f"moved into the default application ({DEFAULT_APP_ID}): {tenancy.endpoints} "
             f"endpoints, {tenancy.events} events, {tenancy.idempotency} idempotency records, "
             f"{tenancy.outbox} log records not yet shipped"
+        )
+    if (buckets := report.buckets) is not None:
+        lines.append(
+            f"moved into buckets: {buckets.keys} keys renamed (what the store held into "
+            f"bucket 0), {buckets.uids} uid mappings into their own bucket's"
         )
     lines.append(f"store is at schema {schema.CURRENT}")
     return lines

@@ -104,7 +104,7 @@ async def test_the_log_ships_whole_after_an_outage_and_a_refusal(
 
     def note(line: str) -> None:
         notes.append(
-            f"{time.monotonic() - started:5.1f}s {line} (outbox {client.xlen(keys.LOG_OUTBOX)})"
+            f"{time.monotonic() - started:5.1f}s {line} (outbox {client.xlen(keys.outbox(0))})"
         )
 
     def delivered() -> set[str]:
@@ -121,7 +121,7 @@ async def test_the_log_ships_whole_after_an_outage_and_a_refusal(
         await asyncio.sleep(OUTAGE_SECONDS)
         during = load.between(down, time.monotonic() - SETTLE_SECONDS)
         missing = during - delivered()
-        backlog = int(client.xlen(keys.LOG_OUTBOX))
+        backlog = int(client.xlen(keys.outbox(0)))
         note(f"{len(during)} events sent while down, {len(missing)} not delivered")
         # A failed delivery (four 500s in a row) is delivered too: tried to its end.
         tried = {r.webhook_id for r in receiver.received}
@@ -141,7 +141,7 @@ async def test_the_log_ships_whole_after_an_outage_and_a_refusal(
         note("INSERT on attempts revoked")
         load = Load(api)
         await asyncio.sleep(6)
-        held = int(client.xlen(keys.LOG_OUTBOX))
+        held = int(client.xlen(keys.outbox(0)))
         note("still refused")
         assert held > RATE * 3, "the refused records should stay in the outbox"
         server.execute(f'GRANT INSERT ON attempts TO "{role}"', database)

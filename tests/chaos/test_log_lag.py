@@ -119,7 +119,7 @@ async def _observe(api: Api, watch: Watch, stop: asyncio.Event) -> None:
 async def _record_sizes(store: redis.asyncio.Redis) -> dict[str, tuple[int, float]]:
     """Outbox records by kind: how many, and their fields' mean bytes (names and values)."""
     sizes: dict[str, list[int]] = {}
-    entries = cast(list[tuple[str, dict[str, str]]], await store.xrange(keys.LOG_OUTBOX))
+    entries = cast(list[tuple[str, dict[str, str]]], await store.xrange(keys.outbox(0)))
     for _, entry in entries:
         kind = next(f.name.lower() for f in OutboxField if f.value in entry)
         sizes.setdefault(kind, []).append(sum(len(k) + len(v) for k, v in entry.items()))
@@ -189,9 +189,9 @@ async def test_delivery_goes_on_while_the_log_is_away(tmp_path: Path) -> None:
             assert {s.ready for s in samples} == {200}
             assert "lagging" in {s.log_state for s in samples}
 
-            records = await store.xlen(keys.LOG_OUTBOX)
-            memory = int(await store.memory_usage(keys.LOG_OUTBOX, samples=0) or 0)
-            info: dict[str, Any] = await store.xinfo_stream(keys.LOG_OUTBOX)
+            records = await store.xlen(keys.outbox(0))
+            memory = int(await store.memory_usage(keys.outbox(0), samples=0) or 0)
+            info: dict[str, Any] = await store.xinfo_stream(keys.outbox(0))
             kinds = await _record_sizes(store)
             sends = len(receiver.received)
             print(
@@ -210,7 +210,7 @@ async def test_delivery_goes_on_while_the_log_is_away(tmp_path: Path) -> None:
             stack.start("scheduler")
 
             async def shipped() -> bool:
-                return await store.xlen(keys.LOG_OUTBOX) == 0
+                return await store.xlen(keys.outbox(0)) == 0
 
             await wait_for(shipped, timeout=120)
             took = time.monotonic() - back

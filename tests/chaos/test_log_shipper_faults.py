@@ -96,12 +96,12 @@ async def test_the_log_is_complete_after_kills_and_two_shippers(
 
     def note(line: str) -> None:
         notes.append(
-            f"{time.monotonic() - started:5.1f}s {line} (outbox {client.xlen(keys.LOG_OUTBOX)}, "
+            f"{time.monotonic() - started:5.1f}s {line} (outbox {client.xlen(keys.outbox(0))}, "
             f"attempt rows {_rows(engine)})"
         )
 
     def outbox() -> int:
-        return int(client.xlen(keys.LOG_OUTBOX))
+        return int(client.xlen(keys.outbox(0)))
 
     try:
         # 1. No scheduler: the API's wake-ups still reach the worker (the retries wait for

@@ -32,6 +32,7 @@ from webhook_service.history import tables
 from webhook_service.history.database import sync_engine
 from webhook_service.store import keys
 from webhook_service.store.applications import DEFAULT_APP_ID
+from webhook_service.store.keys import QUEUE_FRESH
 from webhook_service.timeutil import parse_iso
 
 pytestmark = pytest.mark.both_logs
@@ -270,14 +271,21 @@ async def test_deleting_an_application_under_load(
     ids = [gone_id, *(e["id"] for e in mine), *gone_events]
 
     async def released() -> bool:
-        contents = await redis_contents(store, skip=(keys.job(job["id"]), keys.ENDPOINT_SEQS))
+        # Its bucket's endpoints:seqs keeps its endpoints' tails for good (below), and its
+        # bucket's note of the newest wake-up queued (a task id: an event's, and a message's)
+        # lasts until the bucket's next one.
+        bucket = keys.bucket_of(gone_id)
+        kept = (
+            keys.job(job["id"]), keys.endpoint_seqs(bucket), keys.wakeup(bucket, QUEUE_FRESH),
+        )  # fmt: skip
+        contents = await redis_contents(store, skip=kept)
         text = repr(contents)
         return not any(i in text for i in ids)
 
     await wait_for(released, timeout=30)
     # Its endpoints' sequence numbers stay mapped, as any deleted endpoint's do: a delivery
     # id names its endpoint by it (keys.py, "Derived fields").
-    seqs = await store.hgetall(keys.ENDPOINT_SEQS)
+    seqs = await store.hgetall(keys.endpoint_seqs(keys.bucket_of(gone_id)))
     assert {e["id"] for e in mine} <= set(seqs.values())
 
 

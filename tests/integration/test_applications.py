@@ -415,8 +415,8 @@ async def test_the_default_application_is_there_before_its_first_use(
     try:
         # As on a fresh store: nothing has used it yet.
         await client.delete(keys.app(DEFAULT_APP_ID))
-        await client.hdel(keys.APPS_UID, DEFAULT_APP_UID)
-        await client.zrem(keys.APPS, DEFAULT_APP_ID)
+        await client.hdel(keys.apps_uid(DEFAULT_APP_UID), DEFAULT_APP_UID)
+        await client.zrem(keys.apps(0), DEFAULT_APP_ID)
         for ref in (DEFAULT_APP_UID, DEFAULT_APP_ID):
             status, body, _ = await api.call("GET", f"/v1/applications/{ref}")
             assert status == 200 and body["id"] == DEFAULT_APP_ID, body

@@ -24,7 +24,7 @@ from webhook_service.client import (
     WebhookClient,
 )
 from webhook_service.store.applications import DEFAULT_APP_ID
-from webhook_service.store.keys import METRICS
+from webhook_service.store.keys import all_buckets, metrics
 
 
 def stored_events(stack: Stack) -> int:
@@ -32,7 +32,7 @@ def stored_events(stack: Stack) -> int:
     twice would count twice."""
     client = redis.Redis.from_url(stack.valkey.url)
     try:
-        return int(client.hget(METRICS, "events_accepted") or 0)
+        return sum(int(client.hget(metrics(b), "events_accepted") or 0) for b in all_buckets())
     finally:
         client.close()
 

@@ -33,7 +33,7 @@ from webhook_service.history import tables
 from webhook_service.history.database import sync_engine
 from webhook_service.history.retention import DAY_MS
 from webhook_service.ids import id_time_ms
-from webhook_service.store.keys import DUE, QUEUE_FRESH, QUEUE_RETRY
+from webhook_service.store.keys import QUEUE_FRESH, QUEUE_RETRY, all_buckets, due
 from webhook_service.timeutil import now_ms
 from webhook_service.wiring import ConfigurationError
 
@@ -125,7 +125,8 @@ async def test_ticks_alone_deliver_everything_through_failures_and_retries(
 def due_now(stack: Stack) -> int:
     client = redis.Redis.from_url(stack.valkey.url)
     try:
-        return int(client.zcount(DUE, "-inf", int(time.time() * 1000)))
+        now = int(time.time() * 1000)
+        return sum(int(client.zcount(due(b), "-inf", now)) for b in all_buckets())
     finally:
         client.close()
 

@@ -80,7 +80,7 @@ class _Call(TypedDict, total=False):
 
 async def test_bad_input_is_a_problem_and_stores_nothing(api: Api, stack: Stack) -> None:
     client = redis.Redis.from_url(stack.valkey.url)
-    before = client.hget(keys.METRICS, "events_accepted")
+    before = client.hget(keys.metrics(0), "events_accepted")
     cases: list[tuple[_Call, int]] = [
         ({"data": b"{not json", "headers": {"Content-Type": "application/json"}}, 400),
         ({"data": b"type=x", "headers": {"Content-Type": "text/plain"}}, 415),
@@ -101,7 +101,7 @@ async def test_bad_input_is_a_problem_and_stores_nothing(api: Api, stack: Stack)
         "POST", "/v1/events", json={"type": "bad type!", "data": {}}
     )
     assert problem["errors"][0]["pointer"] == "/type"
-    assert client.hget(keys.METRICS, "events_accepted") == before
+    assert client.hget(keys.metrics(0), "events_accepted") == before
     for path in ("/v1/events/msg_nope", "/v1/deliveries/dlv_nope", "/v1/endpoints/ep_nope"):
         status, problem, _ = await api.call("GET", path)
         assert status == 404 and problem["status"] == 404

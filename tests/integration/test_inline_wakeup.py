@@ -66,7 +66,7 @@ def _inline(message: Message) -> list[str]:
 def _joined(url: str, message: Message) -> list[str]:
     """The ids that joined the message while it waited, in its side list."""
     client = redis.Redis.from_url(url, decode_responses=True)
-    more = client.lrange(keys.LUA_KEYS["wakeup_more"] + message.headers["id"], 0, -1)
+    more = client.lrange(keys.wakeup_more(message.headers["id"]), 0, -1)
     client.close()
     return [str(i) for i in more]
 
@@ -106,7 +106,7 @@ async def test_waiting_wakeups_take_the_next_events_ids_up_to_a_batch(
         _argument(joined), "tok", now_ms(), 30_000, 10
     )
     assert sorted(j.delivery_id for j in leased.jobs) == expected
-    assert not await client.exists(keys.LUA_KEYS["wakeup_more"] + joined.headers["id"])
+    assert not await client.exists(keys.wakeup_more(joined.headers["id"]))
     await client.aclose()
 
 

@@ -21,6 +21,7 @@ from redis.retry import Retry
 
 from tests.support.store_faults import busy, full, tmpfs
 from webhook_service.embedded import EmbeddedValkey, free_port, start_valkey
+from webhook_service.store import keys
 from webhook_service.store.refusals import Refusal, classify
 from webhook_service.store.scripts import Scripts
 
@@ -43,7 +44,7 @@ def raised(call: Callable[[], object]) -> redis.RedisError:
 def a_script_write(client: redis.Redis) -> Callable[[], object]:
     """One of our scripts that writes on every call (a rate-limit step)."""
     scripts = Scripts(client)
-    return lambda: scripts.run_sync("ratelimit", ["refusal-test", 1000, 1000])
+    return lambda: scripts.run_sync("ratelimit", [keys.limit("refusal-test")], [1000, 1000])
 
 
 def assert_classified(refusal: Refusal, *errors: redis.RedisError) -> None:

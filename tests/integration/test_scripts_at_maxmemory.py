@@ -51,7 +51,7 @@ async def test_ingest_is_refused_and_writes_nothing(
         await _accept(store)
     assert classify(refused.value) is Refusal.OUT_OF_MEMORY
     assert await store.dbsize() == before
-    assert await store.xlen(keys.LOG_OUTBOX) == 0
+    assert await store.xlen(keys.outbox(0)) == 0
 
 
 async def test_work_in_flight_is_leased_and_recorded(
@@ -59,9 +59,9 @@ async def test_work_in_flight_is_leased_and_recorded(
 ) -> None:
     await save_endpoint(Scripts(store), TYPE, now_ms())
     (delivery,) = await _accept(store)
-    outbox = await store.xlen(keys.LOG_OUTBOX)
+    outbox = await store.xlen(keys.outbox(0))
     with full(fresh_valkey.url):
         assert await attempt_now(store, delivery, 200) == "succeeded"
     assert await store.hget(keys.delivery(delivery), "status") == "succeeded"
     # The attempt's record reached the outbox, for the shipper to write to the log.
-    assert await store.xlen(keys.LOG_OUTBOX) == outbox + 1
+    assert await store.xlen(keys.outbox(0)) == outbox + 1

@@ -43,24 +43,29 @@ def all_but(scope: Scope) -> list[str]:
 BOOKKEEPING = (
     keys.SCHEDULER_LOCK,
     keys.SCHEDULER_TICK,
-    keys.METRICS,
+    *(keys.metrics(b) for b in keys.all_buckets()),
     keys.HEARTBEATS,
     keys.TICK_LOCK,
     # The shipper trims the outbox and lets finished work go on its own clock too; whether
     # a request appended to the outbox is `outbox_mark`'s to say.
     keys.SHIPPER_LOCK,
-    keys.LOG_OUTBOX,
-    keys.LOG_RELEASE,
+    *(keys.outbox(b) for b in keys.all_buckets()),
+    *(keys.release(b) for b in keys.all_buckets()),
+    # The operational events other buckets ask for, which the shipper makes on its clock.
+    *(keys.ops_requests(b) for b in keys.all_buckets()),
 )
 
 
 async def outbox_mark(client: Redis) -> str:
-    """The id of the last record ever appended to the log outbox (trimming keeps it)."""
-    if not await client.exists(keys.LOG_OUTBOX):
-        return "0-0"
-    info = await client.xinfo_stream(keys.LOG_OUTBOX)
-    mark = info["last-generated-id"]
-    return mark.decode() if isinstance(mark, bytes) else str(mark)
+    """The id of the last record ever appended to each bucket's log outbox (trimming keeps
+    it), as one text."""
+    marks = []
+    for bucket in keys.all_buckets():
+        if await client.exists(keys.outbox(bucket)):
+            info = await client.xinfo_stream(keys.outbox(bucket))
+            mark = info["last-generated-id"]
+            marks.append(f"{bucket}:{mark.decode() if isinstance(mark, bytes) else mark}")
+    return ",".join(marks)
 
 
 async def redis_contents(

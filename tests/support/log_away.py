@@ -10,7 +10,7 @@ from tests.support.stack import Stack, settings_of
 from webhook_service.embedded import free_port
 from webhook_service.history.database import sync_engine
 from webhook_service.history.shipper import Shipper
-from webhook_service.store import keys
+from webhook_service.history.shipper import outbox_length as shipper_outbox_length
 
 
 def unreachable_log_url() -> str:
@@ -28,7 +28,7 @@ def start_shipless_scheduler(stack: Stack) -> None:
 def outbox_length(stack: Stack) -> int:
     client = redis.Redis.from_url(stack.valkey.url, decode_responses=True)
     try:
-        return int(client.xlen(keys.LOG_OUTBOX))
+        return shipper_outbox_length(client)
     finally:
         client.close()
 

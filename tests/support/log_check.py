@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from tests.support.receiver import Receiver
 from webhook_service.history import tables
-from webhook_service.store import keys
+from webhook_service.history.shipper import outbox_length
 
 # (endpoint id, event id): one delivery.
 Pair = tuple[str, str]
@@ -59,7 +59,7 @@ def log_state(
         for r in receiver.received
         if r.endpoint in endpoints and r.webhook_id in wanted
     )
-    outbox = int(client.xlen(keys.LOG_OUTBOX))
+    outbox = outbox_length(client)
     d, a, e = tables.deliveries.c, tables.attempts.c, tables.events.c
     with engine.connect() as conn:
         events = {row for row in conn.execute(sa.select(e.id)).scalars() if row in wanted}

@@ -35,14 +35,18 @@ async def wait_logged(redis_url: str, timeout: float = 15.0) -> None:
     records may keep coming meanwhile; they are not waited for."""
     client = Redis.from_url(redis_url, decode_responses=True)
     try:
-        newest = cast(Entries, await client.xrevrange(keys.LOG_OUTBOX, count=1))
-        if not newest:
-            return
-        mark = stream_seq(newest[0][0])
+        marks: dict[int, int] = {}
+        for bucket in keys.all_buckets():
+            newest = cast(Entries, await client.xrevrange(keys.outbox(bucket), count=1))
+            if newest:
+                marks[bucket] = stream_seq(newest[0][0])
         deadline = time.monotonic() + timeout
-        while True:
-            oldest = cast(Entries, await client.xrange(keys.LOG_OUTBOX, count=1))
-            if not oldest or stream_seq(oldest[0][0]) > mark:
+        while marks:
+            for bucket, mark in list(marks.items()):
+                oldest = cast(Entries, await client.xrange(keys.outbox(bucket), count=1))
+                if not oldest or stream_seq(oldest[0][0]) > mark:
+                    del marks[bucket]  # each bucket's outbox is shipped in its own order
+            if not marks:
                 return
             if time.monotonic() > deadline:
                 raise AssertionError(f"the log outbox was not shipped within {timeout}s")

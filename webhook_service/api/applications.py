@@ -12,12 +12,12 @@ from webhook_service.api.models import ApplicationIn, ApplicationPatch, applicat
 from webhook_service.api.pagination import page_params
 from webhook_service.api.problems import ProblemError
 from webhook_service.api.tenancy import bound_application, home_application
-from webhook_service.ids import new_id
 from webhook_service.store.applications import (
     DEFAULT_APP_ID,
     DEFAULT_APP_UID,
     ApplicationOutcome,
     ApplicationRecord,
+    new_app_id,
 )
 from webhook_service.timeutil import now_ms
 
@@ -50,7 +50,7 @@ async def create_application(request: web.Request) -> web.Response:
     body = await read_model(request, ApplicationIn, svc.settings.max_payload_bytes)
     now = now_ms()
     record = ApplicationRecord(
-        id=new_id("app", now),
+        id=new_app_id(now, body.uid),
         name=body.name,
         uid=body.uid,
         metadata=dict(body.metadata),

@@ -18,7 +18,7 @@ from webhook_service.api.routing import tenant_route
 from webhook_service.api.scopes import Scope, grants
 from webhook_service.api.tenancy import APP_NOT_FOUND, home_application
 from webhook_service.delivery.ssrf import DestinationBlocked
-from webhook_service.ids import new_id
+from webhook_service.ids import mark_of, new_id
 from webhook_service.store.applications import DEFAULT_APP_ID
 from webhook_service.store.endpoints import (
     ApplicationMissing,
@@ -87,7 +87,7 @@ async def create_endpoint(request: web.Request) -> web.Response:
     _operations_here(application, body.operations)
     await _check_destination(svc, body.url)
     now = now_ms()
-    endpoint_id = new_id("ep", now)
+    endpoint_id = new_id("ep", now, mark=mark_of(application))  # of its application's bucket
     secret, public_key = _new_key(body.signature)
     record = EndpointRecord(
         id=endpoint_id,

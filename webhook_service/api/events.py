@@ -23,7 +23,7 @@ from webhook_service.api.models import EventIn
 from webhook_service.api.problems import ProblemError
 from webhook_service.api.routing import tenant_route
 from webhook_service.api.tenancy import bound_application, not_found, path_application
-from webhook_service.ids import new_id
+from webhook_service.ids import mark_of, new_id
 from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
 from webhook_service.store.applications import (
@@ -32,6 +32,7 @@ from webhook_service.store.applications import (
     DEFAULT_APPLICATION,
     NewApplication,
     is_app_id,
+    new_app_id,
 )
 from webhook_service.store.events import IdempotencyClaim, IngestOutcome
 from webhook_service.timeutil import iso, now_ms
@@ -75,7 +76,7 @@ async def _destination(request: web.Request, event: EventIn) -> tuple[str, NewAp
     if not is_app_id(raw):
         app_id = await services(request).applications.id_of_uid(raw)
         if app_id is None and event.application is not None and bound is None:
-            created = NewApplication(new_id("app", now_ms()), raw, event.application.name)
+            created = NewApplication(new_app_id(now_ms(), raw), raw, event.application.name)
             return created.id, created
     if app_id is None or (bound is not None and app_id != bound):
         raise not_found()
@@ -99,7 +100,7 @@ async def post_event(request: web.Request) -> web.Response:
             errors=[{"pointer": "/type", "detail": f"{event.type} is reserved"}],
         )
     now = now_ms()
-    event_id = new_id("msg", now)
+    event_id = new_id("msg", now, mark=mark_of(app_id))  # of its application's bucket
     body = orjson.dumps({"type": event.type, "timestamp": iso(now), "data": event.data}).decode()
     claim = None
     if idem_key is not None:

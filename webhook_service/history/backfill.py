@@ -238,7 +238,7 @@ def _let_go(client: redis.Redis, batch: _Batch) -> None:
     """What the log now holds leaves Redis, in one step (the batch is committed)."""
     with client.pipeline(transaction=True) as pipe:
         for tail in batch.body_tails:
-            pipe.hsetnx(keys.ENDPOINT_SEQS, tail, "ep_" + tail)
+            pipe.hsetnx(keys.endpoint_seqs(keys.DEFAULT_BUCKET), tail, "ep_" + tail)
         if batch.gone:
             pipe.unlink(*batch.gone)
         for delivery_id, names in batch.stripped.items():
@@ -256,8 +256,10 @@ def move(client: redis.Redis, engine: sa.Engine, batch_size: int = 1000) -> Move
     out of Redis, in batches of about ``batch_size`` deliveries."""
     moved = Moved()
     idempotency = idempotency_keys(client)
-    seqs = cast(dict[str, str], client.hgetall(keys.ENDPOINT_SEQS))
-    endpoints = set(cast(list[str], client.zrange(keys.ENDPOINTS, 0, -1)))
+    # Of bucket 0, where `migrate` put the store first (its ids are all older than the
+    # bucket epoch, and read as of that bucket).
+    seqs = cast(dict[str, str], client.hgetall(keys.endpoint_seqs(keys.DEFAULT_BUCKET)))
+    endpoints = set(cast(list[str], client.zrange(keys.endpoints(keys.DEFAULT_BUCKET), 0, -1)))
     oldest = cast(list[str], client.zrangebylex(keys.SCHEMA2_EVENTS, "-", "+", 0, 1))
     if oldest:
         # PostgreSQL: the days of the history get their partitions, as the log's own do.

@@ -1,9 +1,12 @@
-"""The log outbox's entries (``keys.LOG_OUTBOX``), as the Lua scripts write them, parsed.
+"""The log outboxes' entries (``keys.outbox``, one stream a bucket), as the Lua scripts
+write them, parsed.
 
 Each entry has one kind field (``keys.OutboxField``) holding its record as JSON, and may
 carry an event's body or an attempt's JSON beside it. The entry's stream id orders every
-change: ``seq`` (the id as one integer) is what a delivery row keeps of the last change
-written to it, so a batch shipped twice, or late, never moves a row backwards.
+change of its stream: ``seq`` (the id as one integer) is what a delivery row keeps of the
+last change written to it, so a batch shipped twice, or late, never moves a row backwards.
+Every change of one delivery is of its bucket's stream, so two seqs compared for a row are
+always of one stream; those of two buckets' streams are never compared.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
-"""The shipper: moves the log outbox (a Redis stream) into SQL, a batch at a time.
+"""The shipper: moves the log outboxes (a Redis stream a bucket) into SQL, a batch at a time.
 
-One pass reads the oldest records, writes them in one transaction (``writer.write``: a batch
-written twice changes nothing), then trims the stream up to the last record it committed.
+One pass reads the oldest records of every bucket's outbox that holds some (a share of the
+batch each, ``shares``), writes them in one transaction (``writer.write``: a batch written
+twice changes nothing), then trims each stream up to the last record of it committed. The
+records of two buckets have no order between them, and need none: every record about one
+delivery is of its bucket's stream, whose order the writer keeps (``log_seq``).
 A shipper killed between the commit and the trim ships the same batch again; two at once
 write the same rows twice, to no effect. Then what finished in the batch is named for
 release from Redis (``store/release.py``): the log holds it now. Only the holder of a Redis
@@ -24,7 +27,8 @@ import sqlalchemy as sa
 from webhook_service.config import Settings
 from webhook_service.history import partitions, records, retention, writer
 from webhook_service.log_window import LineWindow
-from webhook_service.store import keys
+from webhook_service.store import keys, ops
+from webhook_service.store.due import shares
 from webhook_service.store.leadership import Leadership
 from webhook_service.store.refusals import Backoff, refused
 from webhook_service.store.release import Released, release
@@ -71,17 +75,32 @@ class Shipper:
         return shipped
 
     def ship_batch(self) -> int:
-        """One batch, lock or not (a replay is harmless): the records committed."""
-        entries = cast(
-            list[tuple[str, dict[str, str]]],
-            self._client.xrange(keys.LOG_OUTBOX, "-", "+", count=self.batch_size),
-        )
+        """One batch, lock or not (a replay is harmless): the records committed. First the
+        operational events other buckets asked for are made (store/ops.py), whether or not
+        SQL is there: they are deliveries, not history."""
+        ops.forward(self._scripts)
+        with self._client.pipeline(transaction=False) as pipe:
+            for bucket in keys.all_buckets():
+                pipe.xlen(keys.outbox(bucket))
+            lengths = pipe.execute()
+        taking = shares(dict(enumerate(int(n) for n in lengths)), self.batch_size)
+        if not taking:
+            return 0
+        with self._client.pipeline(transaction=False) as pipe:
+            for bucket, count in taking.items():
+                pipe.xrange(keys.outbox(bucket), "-", "+", count=count)
+            read = cast(list[list[tuple[str, dict[str, str]]]], pipe.execute())
+        entries = [entry for part in read for entry in part]
         if not entries:
             return 0
         batch = records.parse_all(entries)
         with self._engine.begin() as conn:
             writer.write(conn, batch)
-        self._client.xtrim(keys.LOG_OUTBOX, minid=_after(entries[-1][0]), approximate=False)
+        with self._client.pipeline(transaction=False) as pipe:
+            for bucket, part in zip(taking, read, strict=True):
+                if part:
+                    pipe.xtrim(keys.outbox(bucket), minid=_after(part[-1][0]), approximate=False)
+            pipe.execute()
         self.release(records.finished(batch))
         return len(entries)
 
@@ -148,10 +167,18 @@ def start_thread(shipper: Shipper, stop: threading.Event) -> threading.Thread:
 
 
 def wait_shipped(client: redis.Redis, timeout: float = 10.0) -> bool:
-    """Whether the outbox emptied within ``timeout`` seconds (tests and `migrate`)."""
+    """Whether every outbox emptied within ``timeout`` seconds (tests and `migrate`)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if client.xlen(keys.LOG_OUTBOX) == 0:
+        if outbox_length(client) == 0:
             return True
         time.sleep(0.05)
     return False
+
+
+def outbox_length(client: redis.Redis) -> int:
+    """The records every bucket's outbox holds."""
+    with client.pipeline(transaction=False) as pipe:
+        for bucket in keys.all_buckets():
+            pipe.xlen(keys.outbox(bucket))
+        return sum(int(n) for n in pipe.execute())

@@ -163,6 +163,6 @@ class ApiKeyStore:
 
     async def page(self, limit: int, cursor: str | None) -> tuple[list[ApiKeyRecord], str | None]:
         found, next_cursor = await newest_first(
-            self._redis, keys.API_KEYS, keys.api_key(""), limit, cursor
+            self._redis, keys.API_KEYS, keys.api_key, limit, cursor
         )
         return [_from_hash(key_id, raw) for key_id, raw in found], next_cursor

@@ -8,8 +8,8 @@ counted for them; last, ``sweep`` deletes every key still named after the applic
 idempotency records, which would otherwise wait out their window, and any other).
 
 Between the end of its deliveries and the purge of its history from SQL the job waits for
-the log to hold what the ends wrote: ``outbox_mark`` names the last record, ``shipped``
-says when the shipper has trimmed the outbox past it.
+the log to hold what the ends wrote: ``outbox_mark`` names the last record of every
+bucket's outbox, ``shipped`` says when the shipper has trimmed each past it.
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ class AppEndArgs:
     count: int  # about how many due entries one call looks at
     now_ms: int
 
+    def keys(self) -> list[str]:
+        return [keys.app(self.app_id)]
+
     def argv(self) -> list[str | int | float]:
         return [self.app_id, self.cursor, self.count, self.now_ms]
 
@@ -59,16 +62,16 @@ class AppEnded:
         return cls(AppEndOutcome(str(outcome)), str(cursor), int(ended))
 
 
-# The key templates an application's id directly follows in the keys of its own (keys.py):
-# its record (and app:{app}:endpoints after it), subscriptions and idempotency records, and
-# every app_… one (its limiter, and whatever is kept per application). Another key may hold
-# the id elsewhere (inside an idempotency key or an event type, which producers choose),
-# never right after one of these.
+# The key templates an application's id directly follows in the keys of its own (keys.py,
+# all of its bucket): its record (and app:{app}:endpoints after it), subscriptions and
+# idempotency records, and every app_… one (its limiter, and whatever is kept per
+# application). Another key may hold the id elsewhere (inside an idempotency key or an
+# event type, which producers choose), never right after one of these.
 _APP_TEMPLATES = tuple(
-    template
-    for name, template in keys.LUA_KEYS.items()
+    name
+    for name in keys.LUA_KEYS
     if name in ("app", "sub_type", "sub_all", "idem")
-    or (name.startswith("app_") and not name.endswith(("_suffix", "_infix")))
+    or (name.startswith("app_") and name not in keys.LUA_PARTS)
 )
 # A key is written to every minute and every hour a delivering process counted an attempt
 # (store/counts.py), and expires this long after its last write: the ones that may exist now.
@@ -78,8 +81,9 @@ _HOURS = keys.WINDOW_TTL["hour"] // 3600 + 2
 
 def is_applications_key(key: str, app_id: str) -> bool:
     """Whether ``key`` is one of the application's own keys."""
+    bucket = keys.bucket_of(app_id)
     for template in _APP_TEMPLATES:
-        head = template + app_id
+        head = keys.in_bucket(bucket, template, app_id)
         if key.startswith(head) and key[len(head) : len(head) + 1] in ("", ":"):
             return True
     return False
@@ -107,7 +111,7 @@ class ApplicationDeletion:
 
     async def end_pending(self, args: AppEndArgs) -> AppEnded:
         """One slice of the due set: the application's pending deliveries on it ended."""
-        return AppEnded.parse(await self._scripts.run("app_end", args.argv()))
+        return AppEnded.parse(await self._scripts.run("app_end", args.keys(), args.argv()))
 
     async def endpoints(self, app_id: str, limit: int) -> list[str]:
         """Up to ``limit`` of the application's endpoint ids."""
@@ -122,27 +126,38 @@ class ApplicationDeletion:
             await pipe.execute()
 
     async def outbox_mark(self) -> str:
-        """The id of the last record ever appended to the log outbox ("0-0": none yet).
-        Trimming keeps the stream, and its last id, however empty."""
-        if not await self._redis.exists(keys.LOG_OUTBOX):
-            return "0-0"
-        info = await self._redis.xinfo_stream(keys.LOG_OUTBOX)
-        return str(info["last-generated-id"])
+        """The id of the last record ever appended to each bucket's log outbox, as
+        "<bucket>:<id>" comma-separated ("": none yet). Trimming keeps a stream, and its
+        last id, however empty."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for bucket in keys.all_buckets():
+                pipe.xinfo_stream(keys.outbox(bucket))
+            infos = await pipe.execute(raise_on_error=False)
+        return ",".join(
+            f"{bucket}:{info['last-generated-id']}"
+            for bucket, info in zip(keys.all_buckets(), infos, strict=True)
+            if not isinstance(info, Exception)  # no such stream: nothing ever appended
+        )
 
     async def shipped(self, mark: str) -> bool:
         """Whether the log holds every outbox record up to ``mark``: the shipper trims what
-        it committed, so nothing at or before it is left."""
-        oldest = cast(
-            list[tuple[str, dict[str, str]]],
-            await self._redis.xrange(keys.LOG_OUTBOX, "-", "+", count=1),
+        it committed, so nothing at or before it is left in any bucket's outbox."""
+        # A mark of the release before buckets is one id: of the outbox now bucket 0's.
+        marks = [part.rpartition(":")[::2] for part in mark.split(",") if part]
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for bucket, _ in marks:
+                pipe.xrange(keys.outbox(int(bucket or keys.DEFAULT_BUCKET)), "-", "+", count=1)
+            oldest = cast(list[list[tuple[str, dict[str, str]]]], await pipe.execute())
+        return all(
+            not first or _stream_id(first[0][0]) > _stream_id(last)
+            for (_, last), first in zip(marks, oldest, strict=True)
         )
-        return not oldest or _stream_id(oldest[0][0]) > _stream_id(mark)
 
     async def sweep(self, app_id: str, cursor: int, count: int) -> tuple[int, int]:
         """One SCAN call over the keyspace: the application's own keys it found deleted.
         Returns the next cursor (0: the scan is over) and how many keys went."""
         next_cursor, found = await self._redis.scan(
-            cursor, match=f"{keys.PREFIX}*{app_id}*", count=count
+            cursor, match=f"{keys.head(keys.bucket_of(app_id))}*{app_id}*", count=count
         )
         own = [k for k in cast(list[str], found) if is_applications_key(k, app_id)]
         deleted = int(await self._redis.delete(*own)) if own else 0

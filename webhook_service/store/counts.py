@@ -10,7 +10,8 @@ counts not yet added loses them (at most ``WEBHOOK_COUNTS_INTERVAL`` of its atte
 log keeps every attempt all the same), and ``last_success_at`` may step back by that much
 when two processes add theirs in the other order. A batch Redis refuses is kept and added
 with the next one. This module only counts; ``DeliveryStore.add_counts`` writes a batch,
-and the delivery engine decides when.
+one MULTI/EXEC per bucket (``by_bucket``: an endpoint's keys are of its bucket, and so are
+the metrics its attempts count in), and the delivery engine decides when.
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ from dataclasses import dataclass, field
 
 from webhook_service.store import buckets, keys
 from webhook_service.store.deliveries import RecordOutcome
+
+
+def _bucket(key: str) -> int:
+    bucket = keys.bucket_of_key(key)
+    if bucket is None:
+        raise ValueError(f"{key} is in no bucket")
+    return bucket
 
 
 @dataclass
@@ -49,7 +57,7 @@ class AttemptCounts:
         """One recorded attempt: its answer's class, the delivery's status after it, how long
         it took, and how long since the delivery was made (counted only for a 2xx)."""
         ok = status_class == "2xx"
-        metrics = self.added[keys.METRICS]
+        metrics = self.added[keys.metrics(keys.bucket_of(endpoint_id))]
         duration = max(0, duration_ms)
         metrics[f"attempts:{status_class}"] += 1
         metrics[f"duration:{buckets.bucket_of(duration)}"] += 1
@@ -83,6 +91,26 @@ class AttemptCounts:
                 last_failure_code="" if code is None else code,
                 last_failure_error=error or "",
             )
+
+    def by_bucket(self) -> dict[int, AttemptCounts]:
+        """The counts split by the bucket of their keys: one atomic step each."""
+        parts: defaultdict[int, AttemptCounts] = defaultdict(AttemptCounts)
+        for key, counts in self.added.items():
+            parts[_bucket(key)].added[key] = counts
+        for key, ttl in self.expiry.items():
+            parts[_bucket(key)].expiry[key] = ttl
+        for key, fields in self.last.items():
+            parts[_bucket(key)].last[key] = fields
+        return dict(parts)
+
+    def forget(self, part: AttemptCounts) -> None:
+        """Drop what ``part`` (one of ``by_bucket``'s) holds: it was added."""
+        for key in part.added:
+            self.added.pop(key, None)
+        for key in part.expiry:
+            self.expiry.pop(key, None)
+        for key in part.last:
+            self.last.pop(key, None)
 
     def take(self) -> AttemptCounts:
         """What is counted so far, leaving this empty."""

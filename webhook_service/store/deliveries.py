@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -18,6 +19,27 @@ from webhook_service.timeutil import iso
 
 if TYPE_CHECKING:  # counts.py imports this module for RecordOutcome
     from webhook_service.store.counts import AttemptCounts
+
+
+def _bucket(entry: str) -> int:
+    """A lease's entry's bucket: a delivery id's, or, for a wake-up's '+<task id>' (the ids
+    that joined it), the bucket of the event whose id the task's starts with."""
+    return keys.bucket_of(entry[1:] if entry.startswith("+") else entry)
+
+
+def _one_bucket(entries: Sequence[str]) -> int:
+    """The bucket every entry is of: one script call acts in one bucket."""
+    found = {_bucket(e) for e in entries}
+    if len(found) != 1:
+        raise ValueError(f"one call, one bucket: these ids are of buckets {sorted(found)}")
+    return found.pop()
+
+
+def _by_bucket(entries: Sequence[str]) -> dict[int, list[str]]:
+    groups: dict[int, list[str]] = {}
+    for entry in entries:
+        groups.setdefault(_bucket(entry), []).append(entry)
+    return groups
 
 
 @dataclass(frozen=True)
@@ -93,6 +115,10 @@ class LeaseArgs:
     max_in_flight: int  # the most leases held per endpoint
     app_max_in_flight: int = 0  # the most held per application (of its events); 0: no cap
 
+    def keys(self) -> list[str]:
+        """The due set of the ids' one bucket (DeliveryStore.lease makes a call a bucket)."""
+        return [keys.due(_one_bucket(self.delivery_ids))]
+
     def argv(self) -> list[str | int | float]:
         return [
             self.now_ms, self.token, self.lease_ms, self.max_in_flight, self.app_max_in_flight,
@@ -146,11 +172,15 @@ class RecordArgs:
     next_lease: NextLease | None = None
     app_max_in_flight: int = 0  # next_lease's cap per application (LeaseArgs'); 0: no cap
 
+    def keys(self) -> list[str]:
+        return [keys.delivery(self.delivery_id)]
+
     def argv(self) -> list[str | int | float]:
         a, lease = self.attempt, self.next_lease
         # Operational events this attempt may cause need ids and a timestamp; Lua makes
-        # neither.
-        ops_ids = [new_id("msg", self.now_ms) for _ in range(3)]
+        # neither. They belong to no application and are kept in the default one's bucket,
+        # with the operations endpoints: mark 0.
+        ops_ids = [new_id("msg", self.now_ms, mark=0) for _ in range(3)]
         return [
             self.now_ms, self.token, self.delivery_id, a.to_json(), self.outcome,
             -1 if self.delay_ms is None else self.delay_ms,
@@ -189,6 +219,9 @@ class RetryArgs:
     delivery_ids: Sequence[str]
     now_ms: int  # the retried deliveries' next_at
     grace_ms: int  # their due entry comes this much later: the API wakes them at once
+
+    def keys(self) -> list[str]:
+        return [keys.due(_one_bucket(self.delivery_ids))]
 
     def argv(self) -> list[str | int | float]:
         return [self.now_ms, self.grace_ms, *self.delivery_ids]
@@ -321,9 +354,16 @@ class DeliveryStore:
         self, ids: Sequence[str], token: str, now_ms: int, lease_ms: int, max_in_flight: int
     ) -> LeaseResult:
         """Lease what may be sent now; ``max_in_flight`` caps the leases held per endpoint
-        (and the store's ``app_concurrency`` those per application)."""
-        args = LeaseArgs(ids, token, now_ms, lease_ms, max_in_flight, self._app_concurrency)
-        return LeaseResult.parse(await self._scripts.run("lease", args.argv()))
+        (and the store's ``app_concurrency`` those per application). Ids of several buckets
+        (a wake-up the scheduler filled from many) are leased a bucket a call, at once."""
+        calls = [
+            LeaseArgs(group, token, now_ms, lease_ms, max_in_flight, self._app_concurrency)
+            for group in _by_bucket(ids).values()
+        ]
+        rows = await asyncio.gather(
+            *(self._scripts.run("lease", args.keys(), args.argv()) for args in calls)
+        )
+        return LeaseResult.parse([row for reply in rows for row in reply])
 
     async def record(
         self,
@@ -342,28 +382,55 @@ class DeliveryStore:
             delivery_id, token, now_ms, attempt, outcome, delay_ms, health, next_lease,
             self._app_concurrency,
         )  # fmt: skip
-        return Recorded.parse(await self._scripts.run("record", args.argv()))
+        return Recorded.parse(await self._scripts.run("record", args.keys(), args.argv()))
 
     async def add_counts(self, batch: AttemptCounts) -> None:
         """Add counted attempts to the metrics and the endpoints' windows (store/counts.py):
-        one round trip in MULTI/EXEC, so that a batch tried again after a failure was not
-        half added before (only a reply lost after EXEC, a timeout, can count one twice)."""
+        one MULTI/EXEC a bucket (the keys of one are of one slot), all sent at once, so
+        that a part tried again after a failure was not half added before (only a reply
+        lost after EXEC, a timeout, can count one twice). What was added leaves ``batch``:
+        on a failure it holds the buckets still to add, which the caller puts back."""
+        parts = batch.by_bucket()
+        outcomes = await asyncio.gather(
+            *(self._add_part(part) for part in parts.values()), return_exceptions=True
+        )
+        failed: BaseException | None = None
+        for part, outcome in zip(parts.values(), outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                failed = failed or outcome
+            else:
+                batch.forget(part)
+        if failed is not None:
+            raise failed
+
+    async def _add_part(self, part: AttemptCounts) -> None:
         async with self._redis.pipeline(transaction=True) as pipe:
-            for key, counts in batch.added.items():
+            for key, counts in part.added.items():
                 for name, amount in counts.items():
                     pipe.hincrby(key, name, amount)
-                if key in batch.expiry:
-                    pipe.expire(key, batch.expiry[key])
-            for key, fields in batch.last.items():
-                pipe.hset(key, items=[part for pair in fields.items() for part in pair])
+                if key in part.expiry:
+                    pipe.expire(key, part.expiry[key])
+            for key, fields in part.last.items():
+                pipe.hset(key, items=[item for pair in fields.items() for item in pair])
             await pipe.execute()
 
     async def retry(self, delivery_ids: Sequence[str], now_ms: int, grace_ms: int) -> Retried:
-        """One more attempt, now, for each finished delivery named."""
+        """One more attempt, now, for each finished delivery named (a call a bucket)."""
         if not delivery_ids:
             return Retried([])
-        args = RetryArgs(delivery_ids, now_ms, grace_ms)
-        return Retried.parse(await self._scripts.run("retry", args.argv()))
+        groups = list(_by_bucket(delivery_ids).values())
+        replies = await asyncio.gather(
+            *(
+                self._scripts.run("retry", args.keys(), args.argv())
+                for args in (RetryArgs(group, now_ms, grace_ms) for group in groups)
+            )
+        )
+        outcome = {
+            delivery_id: answer
+            for group, reply in zip(groups, replies, strict=True)
+            for delivery_id, answer in zip(group, reply, strict=True)
+        }
+        return Retried.parse([outcome[d] for d in delivery_ids])
 
     async def get(self, delivery_id: str) -> DeliveryRecord | None:
         return next(iter(await self._read([delivery_id], None)), None)
@@ -376,7 +443,14 @@ class DeliveryStore:
         what the hashes may leave out (keys.py, "Derived fields"): the type of each event
         the ids start with, and the endpoint each sequence number at their end stands for."""
         events = list(dict.fromkeys(delivery_event(d) for d in ids))
-        tails = list(dict.fromkeys(t for t in map(delivery_tail, ids) if tail_endpoint(t) is None))
+        # The sequence number tails, by bucket: each bucket numbers its own endpoints.
+        tails: dict[int, list[str]] = {}
+        for delivery_id in ids:
+            tail = delivery_tail(delivery_id)
+            if tail_endpoint(tail) is None:
+                seen = tails.setdefault(keys.bucket_of(delivery_id), [])
+                if tail not in seen:
+                    seen.append(tail)
         async with self._redis.pipeline(transaction=False) as pipe:
             for delivery_id in ids:
                 if fields is None:
@@ -385,11 +459,17 @@ class DeliveryStore:
                     pipe.hmget(keys.delivery(delivery_id), fields)
             for event_id in events:
                 pipe.hget(keys.event(event_id), "type")
-            if tails:
-                pipe.hmget(keys.ENDPOINT_SEQS, tails)
+            for bucket, named in tails.items():
+                pipe.hmget(keys.endpoint_seqs(bucket), named)
             replies: list[Any] = await pipe.execute()
         types = dict(zip(events, replies[len(ids) : len(ids) + len(events)], strict=True))
-        endpoints = dict(zip(tails, replies[-1], strict=True)) if tails else {}
+        endpoints = {
+            (bucket, tail): endpoint_id
+            for (bucket, named), found in zip(
+                tails.items(), replies[len(ids) + len(events) :], strict=True
+            )
+            for tail, endpoint_id in zip(named, found, strict=True)
+        }
         records = []
         for delivery_id, row in zip(ids, replies[: len(ids)], strict=True):
             raw: dict[str, str] = (
@@ -404,7 +484,7 @@ class DeliveryStore:
                         delivery_id,
                         raw,
                         types[delivery_event(delivery_id)],
-                        tail_endpoint(tail) or endpoints.get(tail),
+                        tail_endpoint(tail) or endpoints.get((keys.bucket_of(delivery_id), tail)),
                     )
                 )
         return records

@@ -33,14 +33,18 @@ def text(value: object) -> str:
 
 
 def endpoint_ids(client: redis.Redis, batch: int) -> Iterator[str]:
-    """Every endpoint id, a page at a time (``endpoints`` has score 0, ordered by id)."""
-    lower = "-"
-    while True:
-        page = [text(i) for i in client.zrangebylex(keys.ENDPOINTS, lower, "+", 0, batch)]
-        yield from page
-        if len(page) < batch:
-            return
-        lower = "(" + page[-1]
+    """Every endpoint id, a bucket after another, a page at a time (each bucket's
+    ``endpoints`` has score 0, ordered by id)."""
+    for bucket in keys.all_buckets():
+        lower = "-"
+        while True:
+            page = [
+                text(i) for i in client.zrangebylex(keys.endpoints(bucket), lower, "+", 0, batch)
+            ]
+            yield from page
+            if len(page) < batch:
+                break
+            lower = "(" + page[-1]
 
 
 def rewrite_endpoint(

@@ -169,6 +169,9 @@ class EndpointSaveArgs:
     fields: Mapping[str, str | int]  # the hash fields to write
     application: str = DEFAULT_APP_ID  # a new endpoint's (an existing one keeps its own)
 
+    def keys(self) -> list[str]:
+        return [keys.endpoint(self.endpoint_id)]
+
     def argv(self) -> list[str | int | float]:
         return [
             self.endpoint_id,
@@ -197,6 +200,9 @@ class EndpointStateArgs:
     disabled: bool  # True: disable (reason 'manual'); False: enable
     now_ms: int
 
+    def keys(self) -> list[str]:
+        return [keys.endpoint(self.endpoint_id)]
+
     def argv(self) -> list[str | int | float]:
         return [self.endpoint_id, int(self.disabled), self.now_ms]
 
@@ -206,6 +212,9 @@ class EndpointDeleteArgs:
     """endpoint_delete.lua's arguments, in the order its head names them."""
 
     endpoint_id: str
+
+    def keys(self) -> list[str]:
+        return [keys.endpoint(self.endpoint_id)]
 
     def argv(self) -> list[str | int | float]:
         return [self.endpoint_id]
@@ -249,8 +258,12 @@ class EndpointStore:
             if record.disabled:
                 fields["disabled_reason"] = "manual"
                 fields["disabled_at"] = record.created_ms
+        # A new endpoint's id carries its application's mark: its keys are of that bucket
+        # (an update names its application to no effect: it stays in its own).
+        if creating and keys.bucket_of(record.id) != keys.bucket_of(record.application):
+            raise ValueError(f"endpoint {record.id} is not of {record.application}'s bucket")
         args = EndpointSaveArgs(record.id, max_endpoints, fields, record.application)
-        saved = SaveOutcome(await self._scripts.run("endpoint_save", args.argv()))
+        saved = SaveOutcome(await self._scripts.run("endpoint_save", args.keys(), args.argv()))
         if saved is SaveOutcome.LIMIT_REACHED:
             raise EndpointLimitReached(max_endpoints)
         if saved is SaveOutcome.NO_APP:
@@ -260,7 +273,7 @@ class EndpointStore:
     async def set_disabled(self, endpoint_id: str, disabled: bool, now_ms: int) -> bool:
         """Disable (reason 'manual') or enable; False when there is no such endpoint."""
         args = EndpointStateArgs(endpoint_id, disabled, now_ms)
-        found: int = await self._scripts.run("endpoint_state", args.argv())
+        found: int = await self._scripts.run("endpoint_state", args.keys(), args.argv())
         return found == 1
 
     async def rotate(
@@ -300,7 +313,7 @@ class EndpointStore:
     async def delete(self, endpoint_id: str) -> bool:
         """The endpoint and its subscriptions gone; False when there was no such endpoint."""
         args = EndpointDeleteArgs(endpoint_id)
-        found: int = await self._scripts.run("endpoint_delete", args.argv())
+        found: int = await self._scripts.run("endpoint_delete", args.keys(), args.argv())
         return found == 1
 
     async def page(
@@ -309,6 +322,6 @@ class EndpointStore:
         """One application's endpoints, newest first; the cursor is the last id of the
         previous page."""
         found, next_cursor = await newest_first(
-            self._redis, keys.app_endpoints(application), keys.endpoint(""), limit, cursor
+            self._redis, keys.app_endpoints(application), keys.endpoint, limit, cursor
         )
         return [_from_hash(endpoint_id, raw) for endpoint_id, raw in found], next_cursor

@@ -13,7 +13,7 @@ from typing import Any, Literal, cast
 import orjson
 from redis.asyncio import Redis
 
-from webhook_service.ids import event_deliveries, id_time_ms, new_id
+from webhook_service.ids import event_deliveries, id_time_ms, mark_of, new_id
 from webhook_service.store import keys
 from webhook_service.store.applications import DEFAULT_APP_ID, DEFAULT_APPLICATION, NewApplication
 from webhook_service.store.scripts import Scripts
@@ -81,6 +81,16 @@ class IngestArgs:
     def __post_init__(self) -> None:
         if self.create_app is not None and self.create_app.id != self.app_id:
             raise ValueError(f"create_app {self.create_app.id} is not app_id {self.app_id}")
+        # One step, one bucket: the event is made in its application's (ids.new_id's mark),
+        # and so is a new application's uid mapping (applications.new_app_id).
+        if keys.bucket_of(self.event_id) != keys.bucket_of(self.app_id):
+            raise ValueError(f"event {self.event_id} is not of {self.app_id}'s bucket")
+        uid = self.create_app.uid if self.create_app is not None else None
+        if uid and keys.uid_bucket(uid) != keys.bucket_of(self.app_id):
+            raise ValueError(f"{self.app_id} is not of the bucket of its uid {uid!r}")
+
+    def keys(self) -> list[str]:
+        return [keys.event(self.event_id)]
 
     def argv(self) -> list[str | int | float]:
         idem, wake = self.idempotency, self.wakeup
@@ -157,6 +167,9 @@ class ReplayArgs:
     endpoint_id: str | None  # None: every endpoint subscribed now
     sender: str | None  # the API key id the event must have been sent with; None: any
 
+    def keys(self) -> list[str]:
+        return [keys.event(self.event_id)]
+
     def argv(self) -> list[str | int | float]:
         return [
             self.now_ms, self.event_id, self.part, self.budget, self.grace_ms,
@@ -193,6 +206,9 @@ class ExpungeArgs:
     event_id: str
     now_ms: int
     sender: str | None  # the API key id the event must have been sent with; None: any
+
+    def keys(self) -> list[str]:
+        return [keys.event(self.event_id)]
 
     def argv(self) -> list[str | int | float]:
         return [self.event_id, self.now_ms, self.sender or ""]
@@ -243,18 +259,17 @@ class EventStore:
         channels: tuple[str, ...] = (),
         create_app: NewApplication | None = None,
     ) -> Accepted:
-        """Store the event in ``app_id`` and fan it out to that application's endpoints
-        that take its type and channels. ``create_app`` is made with it when ``app_id``
-        does not exist, as the default application always is; another missing one is
-        NO_APP. The
-        application's rate_limit answers THROTTLED, after the idempotency check (a repeat
-        is never throttled). ``app_id`` defaults to the default application: the one of a
-        caller bound to none."""
+        """Store the event (an id of ``app_id``'s mark) in ``app_id`` and fan it out to that
+        application's endpoints that take its type and channels. ``create_app`` is made
+        with it when ``app_id`` does not exist, as the default application always is;
+        another missing one is NO_APP. The application's rate_limit answers THROTTLED,
+        after the idempotency check (a repeat is never throttled). ``app_id`` defaults to
+        the default application: the one of a caller bound to none."""
         args = IngestArgs(
             now_ms, event_id, event_type, body, key_id, budget, grace_ms, idempotency, wakeup,
             backlog_max, app_id, channels, create_app,
         )  # fmt: skip
-        return Accepted.parse(await self._scripts.run("ingest", args.argv()), args)
+        return Accepted.parse(await self._scripts.run("ingest", args.keys(), args.argv()), args)
 
     async def settle_idempotency(self, claim: IdempotencyClaim, *, app_id: str) -> None:
         """The first request finished: later ones with the same key replay it."""
@@ -288,12 +303,13 @@ class EventStore:
         """New deliveries of a stored event: to every endpoint of its application that
         takes it now (its type and channels), or to one that does. ``sender``: only an
         event sent with this API key id counts (None: any)."""
-        part = new_id("dlv", now_ms).partition("_")[2]
+        # Of the event's mark: the new deliveries are kept in its bucket.
+        part = new_id("dlv", now_ms, mark=mark_of(event_id)).partition("_")[2]
         args = ReplayArgs(now_ms, event_id, part, budget, grace_ms, endpoint_id, sender)
-        return Replayed.parse(await self._scripts.run("replay", args.argv()))
+        return Replayed.parse(await self._scripts.run("replay", args.keys(), args.argv()))
 
     async def expunge_payload(self, event_id: str, now_ms: int, *, sender: str | None) -> Expunged:
         """Delete the event's body; MISSING when there is no such event sent with the API
         key id ``sender`` (None: with any key)."""
         args = ExpungeArgs(event_id, now_ms, sender)
-        return Expunged.parse(await self._scripts.run("expunge", args.argv()))
+        return Expunged.parse(await self._scripts.run("expunge", args.keys(), args.argv()))

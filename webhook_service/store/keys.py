@@ -1,134 +1,185 @@
 """Every Redis key the service uses, in one place: one prefix, one schema version.
 
-The Lua scripts beside this file build per-id keys from the same templates: ``scripts.py``
+The Lua scripts beside this file build their keys from the same templates: ``scripts.py``
 hands them this table (``LUA_KEYS``) as a preamble, so a name is only ever spelled here.
 
-Data model (all under ``PREFIX``):
+Keys ready for a cluster (DESIGN.md, "Cluster-ready keys"): every key one atomic step (a
+script, a MULTI/EXEC) touches carries one hash tag, so that no step crosses a Redis Cluster
+slot. An application's keys carry its **bucket**'s tag, ``{b<n>}`` right after the prefix,
+n = its id's mark modulo ``BUCKETS`` (ids.py); and what would be global (the due set, the
+log outbox, the release set, the counters, the endpoint sequence map, the uid map, the
+application list, the wake-up bookkeeping) is kept once per bucket under the same tags. A
+script is handed one key of its bucket as KEYS[1] (a cluster client routes it by that key)
+and builds every other key from the templates under that key's tag. Job keys share the tag
+``{jobs}``, API keys ``{apikeys}``; what no atomic step shares with another key (locks,
+heartbeats, the schema marker, dashboard sessions, a generic limiter) has none.
 
-=========================  =====  ====================================================
-key                        type   holds
-=========================  =====  ====================================================
-endpoint:{ep}              hash   url, description, event_types (JSON), disabled,
-                                  disabled_reason, disabled_at, headers (JSON, values
-                                  sealed), rate_limit, operations, secrets (encrypted
-                                  JSON), created, updated, failing_since, troubled,
-                                  seq (its sequence number, which its delivery ids end
-                                  with), app (its application, for good), channels
-                                  ('' = none, else a JSON list: sorted, at most 10)
-endpoints                  zset   every endpoint id of every application (score 0,
-                                  ordered by id = time): operator views, migrate
-endpoints:seq              str    the last endpoint sequence number given (INCR)
-endpoints:seqs             hash   delivery id tail -> endpoint id, for every endpoint,
-                                  deleted ones too: its sequence number (ids.seq_tail),
-                                  and the id body the deliveries of one made before those
-                                  end with (schema 2 wrote them; migrate mapped them)
-app:{app}                  hash   an application (store/applications.py): name, uid
-                                  ('' = none), metadata (JSON object, '' = {}),
-                                  rate_limit (events/s, '' = none), created, updated
-app:{app}:endpoints        zset   the application's endpoint ids (score 0); its ZCARD is
-                                  what WEBHOOK_MAX_ENDPOINTS_PER_APP limits
-apps                       zset   every application id (score 0, ordered by id = time)
-apps:uid                   hash   uid -> application id: a uid names one application
-sub:type:{app}:{type}      set    the application's endpoints subscribed to one type
-sub:all:{app}              set    the application's endpoints that take every type
-sub:ops                    set    operations endpoints (of the default application, which
-                                  the API enforces): they get our operational events
-inflight:{ep}              zset   deliveries being sent to one endpoint, by lease expiry
-parked:{ep}                zset   deliveries waiting for one of those slots to free
-inflight:app:{app}         zset   deliveries of the application's events being sent, by
-                                  lease expiry; WEBHOOK_APP_CONCURRENCY caps its size (none
-                                  for the default application, nor our operational events,
-                                  which belong to none: lua/common.lua capped_app)
-parked:app:{app}           zset   the application's deliveries waiting for one of those
-                                  slots, by when they began to wait
-rate:{ep}                  str    the endpoint's rate limiter state (GCRA arrival time)
-backlog:{ep}               str    how many of the endpoint's deliveries are pending
-event:{msg}                hash   type, created (ms) (**), body (the exact bytes we sign),
-                                  key (producer key id), app (its application; '' for
-                                  our operational events, which belong to none), dlvs
-                                  (delivery ids, comma list; one starting with the
-                                  event's body as its tail only,
-                                  ids.event_deliveries), live (how many of them Redis
-                                  still holds: the event leaves with the last, release.lua),
-                                  expunged (ms the body was deleted, then no body), ch
-                                  (its channels, JSON list; only when it has some: a
-                                  replay fans out by them again)
-delivery:{dlv}             hash   event (**), endpoint (**), type (**), status, attempts,
-                                  budget, next_at, created (**), updated, code, error,
-                                  lease, lease_until,
-                                  class (of the last attempt: 2xx..5xx, timeout, network).
-                                  Only while it is in flight, and WEBHOOK_HOT_SECONDS
-                                  after it finished (then the log alone holds it, with
-                                  its attempts). Nothing dead is kept: code and error
-                                  only when not empty, lease and lease_until only while
-                                  leased, next_at and budget only until it is finished
-metrics                    hash   cluster-wide counters and histogram buckets, see
-                                  store/telemetry.py
-stats:ep:{ep}              hash   last_success, last_failure (ms), last_failure_code,
-                                  last_failure_error
-stats:ep:{ep}:m:{minute}   hash   one endpoint's attempts in one minute: a (attempts),
-                                  s (2xx), ds / df (deliveries succeeded / failed),
-                                  d{b} (duration histogram); expires after 2 h. These,
-                                  stats:ep:{ep} and the attempt fields of metrics are
-                                  added by the delivering processes (store/counts.py)
-stats:ep:{ep}:h:{hour}     hash   the same per hour; expires after 26 h
-heartbeats                 zset   Celery worker hostname by the ms of its last heartbeat
-scheduler:tick             str    the ms the acting scheduler last finished a pass
-schema                     str    the store's schema version, an integer (store/schema.py;
-                                  none on a store written before it: schema 1)
-due                        zset   delivery id scored by the ms it next needs a worker
-wakeup:{queue}             hash   the newest wake-up the ingest script queued there: task
-                                  (its id), count (its ids); lets the next event join it
-                                  while it waits (lua/common.lua push_wakeups)
-wakeup:more:{task}         list   the ids that joined that wake-up while it waited; the
-                                  lease that takes the wake-up takes them (expires after a
-                                  day, should the wake-up be lost: the due set has them)
-idem:{app}:{key}:{idem}    hash   state, hash, event, until, fanout (the event's delivery
-                                  count, for the replayed answer), one per application,
-                                  API key and idempotency key; expires with the window
-lock:scheduler             str    the token of the scheduler that may act
-lock:tick                  str    the token of the POST /v1/cron/tick run in progress
-job:{job}                  hash   a bulk retry or recovery: kind, filter, statuses, cursor,
-                                  matched, retried, state, created, updated
-job:{job}:owner            str    the API process working on the job, expiring
-jobs:running               set    jobs not yet done
-log:outbox                 stream the delivery log's records not yet in SQL, in the order
-                                  the state changes made them (webhook_service/history/
-                                  records.py): the shipper writes them to SQL, then trims
-lock:shipper               str    the token of the shipper that may ship the outbox
-log:release                zset   finished deliveries (and events that fanned out to no
-                                  one) whose log records are committed, scored by the ms
-                                  they may leave Redis (WEBHOOK_HOT_SECONDS on): release.lua
-limit:{name}               str    a generic rate limiter's state (GCRA arrival time), e.g.
-                                  limit:apikey:{id} for a key's ingest limit, and
-                                  limit:app:{app} for an application's (ingest.lua)
-apikey:{id}                hash   name, scopes (comma list), rate_limit, created, digest
-                                  (HMAC-SHA256 of the key under the pepper; never the key)
-apikeys                    zset   every API key id (score 0, ordered by id = time)
-apikeys:pepper             str    the HMAC pepper, sealed with the master key
-dashboard:session:{sid}    str    "1" while a dashboard sign-in lasts: its cookie names it,
-                                  sign-out deletes it, it expires after
-                                  DASHBOARD_SESSION_TTL (dashboard/session.py)
-durability:mark            chan   pub/sub, nothing stored: strict mode publishes to it to
-                                  move its connection's replication offset (api/events.py)
-=========================  =====  ====================================================
+Data model (all under ``PREFIX``; B is a bucket's tag ``{b<n>}:``, the bucket of the id in
+the name, or, for a structure kept per bucket, of what it holds):
+
+===========================  =====  ==================================================
+key                          type   holds
+===========================  =====  ==================================================
+B endpoint:{ep}              hash   url, description, event_types (JSON), disabled,
+                                    disabled_reason, disabled_at, headers (JSON, values
+                                    sealed), rate_limit, operations, secrets (encrypted
+                                    JSON), created, updated, failing_since, troubled,
+                                    seq (its sequence number, which its delivery ids
+                                    end with), app (its application, for good),
+                                    channels ('' = none, else a JSON list: sorted, at
+                                    most 10)
+B endpoints                  zset   every endpoint id of the bucket's applications
+                                    (score 0, ordered by id = time): operator views
+B endpoints:seq              str    the last endpoint sequence number given in the
+                                    bucket (INCR): unique within it, as a delivery id
+                                    (its event's body, then the tail) is
+B endpoints:seqs             hash   delivery id tail -> endpoint id, for every endpoint
+                                    of the bucket, deleted ones too: its sequence
+                                    number (ids.seq_tail), and the id body the
+                                    deliveries of one made before those end with
+                                    (schema 2 wrote them; migrate mapped them)
+B app:{app}                  hash   an application (store/applications.py): name, uid
+                                    ('' = none), metadata (JSON object, '' = {}),
+                                    rate_limit (events/s, '' = none), created, updated
+B app:{app}:endpoints        zset   the application's endpoint ids (score 0); its ZCARD
+                                    is what WEBHOOK_MAX_ENDPOINTS_PER_APP limits
+B apps                       zset   the bucket's application ids (score 0, ordered by
+                                    id = time); a listing merges the buckets
+B apps:uid                   hash   uid -> application id, in the bucket of the uid
+                                    (``uid_bucket``): a uid names one application. An
+                                    application created with a uid is made in that
+                                    bucket; one whose uid changes later may be in
+                                    another (store/applications.py says how the two
+                                    are kept together)
+B sub:type:{app}:{type}      set    the application's endpoints subscribed to one type
+B sub:all:{app}              set    the application's endpoints that take every type
+B sub:ops                    set    operations endpoints (of the default application,
+                                    which the API enforces, so only its bucket's holds
+                                    any): they get our operational events
+B inflight:{ep}              zset   deliveries being sent to one endpoint, by lease
+                                    expiry
+B parked:{ep}                zset   deliveries waiting for one of those slots to free
+B inflight:app:{app}         zset   deliveries of the application's events being sent,
+                                    by lease expiry; WEBHOOK_APP_CONCURRENCY caps its
+                                    size (none for the default application, nor our
+                                    operational events, which belong to none:
+                                    lua/common.lua capped_app)
+B parked:app:{app}           zset   the application's deliveries waiting for one of
+                                    those slots, by when they began to wait
+B rate:{ep}                  str    the endpoint's rate limiter state (GCRA arrival)
+B backlog:{ep}               str    how many of the endpoint's deliveries are pending
+B event:{msg}                hash   type, created (ms) (**), body (the exact bytes we
+                                    sign), key (producer key id), app (its
+                                    application; '' for our operational events, which
+                                    belong to none), dlvs (delivery ids, comma list;
+                                    one starting with the event's body as its tail
+                                    only, ids.event_deliveries), live (how many of them
+                                    Redis still holds: the event leaves with the last,
+                                    release.lua), expunged (ms the body was deleted,
+                                    then no body), ch (its channels, JSON list; only
+                                    when it has some: a replay fans out by them again)
+B delivery:{dlv}             hash   event (**), endpoint (**), type (**), status,
+                                    attempts, budget, next_at, created (**), updated,
+                                    code, error, lease, lease_until, class (of the last
+                                    attempt: 2xx..5xx, timeout, network). Only while it
+                                    is in flight, and WEBHOOK_HOT_SECONDS after it
+                                    finished (then the log alone holds it, with its
+                                    attempts). Nothing dead is kept: code and error only
+                                    when not empty, lease and lease_until only while
+                                    leased, next_at and budget only until it finishes
+B metrics                    hash   counters and histogram buckets, see
+                                    store/telemetry.py, which sums the buckets'
+B stats:ep:{ep}              hash   last_success, last_failure (ms), last_failure_code,
+                                    last_failure_error
+B stats:ep:{ep}:m:{minute}   hash   one endpoint's attempts in one minute: a
+                                    (attempts), s (2xx), ds / df (deliveries succeeded /
+                                    failed), d{b} (duration histogram); expires after
+                                    2 h. These, stats:ep:{ep} and the attempt fields of
+                                    metrics are added by the delivering processes
+                                    (store/counts.py)
+B stats:ep:{ep}:h:{hour}     hash   the same per hour; expires after 26 h
+B due                        zset   the bucket's delivery ids scored by the ms each
+                                    next needs a worker (the scheduler claims from
+                                    every bucket)
+B wakeup:{queue}             hash   the newest wake-up of the bucket's deliveries the
+                                    ingest script queued there: task (its id), count
+                                    (its ids); lets the next event of the bucket join
+                                    it while it waits (lua/common.lua push_wakeups)
+B wakeup:more:{task}         list   the ids that joined that wake-up while it waited;
+                                    the lease that takes the wake-up takes them
+                                    (expires after a day, should the wake-up be lost:
+                                    the due set has them). B: the bucket of the task's
+                                    event (its id starts with it)
+B idem:{app}:{key}:{idem}    hash   state, hash, event, until, fanout (the event's
+                                    delivery count, for the replayed answer), one per
+                                    application, API key and idempotency key; expires
+                                    with the window
+B limit:app:{app}            str    the application's ingest limiter (GCRA arrival)
+B log:outbox                 stream the bucket's delivery log records not yet in SQL,
+                                    in the order its state changes made them
+                                    (webhook_service/history/records.py): the shipper
+                                    writes every bucket's to SQL, then trims them
+B log:release                zset   the bucket's finished deliveries (and events that
+                                    fanned out to no one) whose log records are
+                                    committed, scored by the ms they may leave Redis
+                                    (WEBHOOK_HOT_SECONDS on): release.lua
+B ops:requests               list   operational events a step of this bucket asked for
+                                    (JSON: id, type, data, ...), which belong in the
+                                    default application's bucket: the shipper's pass
+                                    makes them there (lua/ops_emit.lua), then drops
+                                    the request (store/ops.py)
+B ops:made:{msg}             str    in the default application's bucket: that
+                                    operational event was made (expires after a day):
+                                    a request made twice makes it once
+{jobs}:job:{job}             hash   a bulk retry or recovery: kind, filter, statuses,
+                                    cursor, matched, retried, state, created, updated
+{jobs}:job:{job}:owner       str    the API process working on the job, expiring
+{jobs}:jobs:running          set    jobs not yet done
+{apikeys}:apikey:{id}        hash   name, scopes (comma list), rate_limit, created,
+                                    digest (HMAC-SHA256 of the key under the pepper;
+                                    never the key)
+{apikeys}:apikeys            zset   every API key id (score 0, ordered by id = time)
+apikeys:pepper               str    the HMAC pepper, sealed with the master key
+heartbeats                   zset   Celery worker hostname by the ms of its last beat
+scheduler:tick               str    the ms the acting scheduler last finished a pass
+schema                       str    the store's schema version, an integer
+                                    (store/schema.py; none on a store written before
+                                    it: schema 1)
+buckets:epoch                str    ms: when `webhook-service migrate` put a store from
+                                    before buckets into bucket 0 (ids older read as
+                                    mark 0, ids.py); none on a store born with them
+lock:scheduler               str    the token of the scheduler that may act
+lock:tick                    str    the token of the POST /v1/cron/tick run in progress
+lock:shipper                 str    the token of the shipper that may ship the outbox
+limit:{name}                 str    a generic rate limiter's state (GCRA arrival time),
+                                    e.g. limit:apikey:{id} for a key's ingest limit
+dashboard:session:{sid}      str    "1" while a dashboard sign-in lasts: its cookie
+                                    names it, sign-out deletes it, it expires after
+                                    DASHBOARD_SESSION_TTL (dashboard/session.py)
+durability:mark              chan   pub/sub, nothing stored: strict mode publishes to
+                                    it to move its connection's replication offset
+                                    (api/events.py)
+===========================  =====  ==================================================
 
 (**) Derived fields: a hash leaves out what its id says, and readers take it from there
 (common.lua delivery_event / delivery_endpoint / delivery_created / delivery_type,
 DeliveryRecord.from_hash and DeliveryStore._read, EventStore.get). ``created`` is written
 only when it differs from the time in the id (ids.id_time_ms), which it never does for ids
 made with the same clock reading. A delivery's ``endpoint`` is named by its id's tail
-(ids.delivery_tail), which endpoints:seqs maps to the endpoint. A delivery whose id
-starts with its event's body (every one but a replay's: ids.delivery_event) has neither
-``event`` nor ``type``: its type is its event's, read in the same round trip (an event
-outlives its deliveries, see lua/release.lua). A replay's delivery keeps both. Data
+(ids.delivery_tail), which its bucket's endpoints:seqs maps to the endpoint. A delivery
+whose id starts with its event's body (every one but a replay's: ids.delivery_event) has
+neither ``event`` nor ``type``: its type is its event's, read in the same round trip (an
+event outlives its deliveries, see lua/release.lua). A replay's delivery keeps both. Data
 written before these rules has every field, and reads the same.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from enum import StrEnum
+
+from webhook_service.ids import mark_of, uid_mark
 
 PREFIX = "whs:1:"
 
@@ -137,26 +188,74 @@ PREFIX = "whs:1:"
 QUEUE_FRESH = "whs.deliveries"
 QUEUE_RETRY = "whs.retries"
 
-ENDPOINTS = PREFIX + "endpoints"
-ENDPOINT_SEQ = PREFIX + "endpoints:seq"
-ENDPOINT_SEQS = PREFIX + "endpoints:seqs"
-APPS = PREFIX + "apps"
-APPS_UID = PREFIX + "apps:uid"
-SUB_OPS = PREFIX + "sub:ops"
-DUE = PREFIX + "due"
-METRICS = PREFIX + "metrics"
+# How many buckets the keys are kept in, for good: a key's bucket is its id's mark (0..1023,
+# ids.py) modulo this. The trade: buckets spread over a cluster's primaries (64 over 3 or 6
+# of them is within a few percent of even, and an application is never split), while every
+# pass of the scheduler and the shipper polls each bucket's due set, outbox and release
+# set, which costs an idle store about 1 % of one core (docs/scaling.md, "Buckets"). The
+# mark has room for 1024: going there later splits each bucket by the mark's higher bits,
+# keeping every application whole.
+BUCKETS = 64
+# The default application's bucket, and where migrate put a store from before buckets.
+DEFAULT_BUCKET = 0
+# applications.DEFAULT_APP_UID (applications.py imports this module): the default
+# application's uid maps in its own bucket, whatever the uid's hash says.
+_DEFAULT_UID = "default"
+
+
+def bucket_of(identifier: str) -> int:
+    """The bucket of an id's keys: its mark's (an application's ids carry its mark)."""
+    return mark_of(identifier) % BUCKETS
+
+
+def uid_bucket(uid: str) -> int:
+    """Where a uid's mapping (apps:uid) is kept."""
+    return DEFAULT_BUCKET if uid == _DEFAULT_UID else uid_mark(uid) % BUCKETS
+
+
+def tag(bucket: int) -> str:
+    if not 0 <= bucket < BUCKETS:
+        raise ValueError(f"a bucket is 0..{BUCKETS - 1}, not {bucket}")
+    return f"{{b{bucket}}}"
+
+
+def head(bucket: int) -> str:
+    """What every key of the bucket starts with: the prefix and the bucket's hash tag."""
+    return f"{PREFIX}{tag(bucket)}:"
+
+
+# The hash tag of a key of ours, if it has one: "b7", "jobs", "apikeys".
+_TAG = re.compile(re.escape(PREFIX) + r"\{([^}]+)\}:")
+
+
+def tag_of(key: str) -> str | None:
+    found = _TAG.match(key)
+    return found.group(1) if found else None
+
+
+def bucket_of_key(key: str) -> int | None:
+    """The bucket a key of ours is kept in; None for one outside every bucket."""
+    found = tag_of(key)
+    return int(found[1:]) if found and found[0] == "b" and found[1:].isdigit() else None
+
+
+def all_buckets() -> range:
+    return range(BUCKETS)
+
+
 HEARTBEATS = PREFIX + "heartbeats"
 SCHEDULER_TICK = PREFIX + "scheduler:tick"
 SCHEDULER_LOCK = PREFIX + "lock:scheduler"
 TICK_LOCK = PREFIX + "lock:tick"
-JOBS_RUNNING = PREFIX + "jobs:running"
-API_KEYS = PREFIX + "apikeys"
+SHIPPER_LOCK = PREFIX + "lock:shipper"
+JOBS_TAG = "{jobs}"
+JOBS_RUNNING = f"{PREFIX}{JOBS_TAG}:jobs:running"
+API_KEYS_TAG = "{apikeys}"
+API_KEYS = f"{PREFIX}{API_KEYS_TAG}:apikeys"
 API_KEY_PEPPER = PREFIX + "apikeys:pepper"
 DURABILITY_MARK = PREFIX + "durability:mark"
 SCHEMA = PREFIX + "schema"
-LOG_OUTBOX = PREFIX + "log:outbox"
-LOG_RELEASE = PREFIX + "log:release"
-SHIPPER_LOCK = PREFIX + "lock:shipper"
+BUCKET_EPOCH = PREFIX + "buckets:epoch"
 
 # The server keeps a hash compact (a listpack, about half the size of a table) while every
 # value is at most hash-max-listpack-value bytes; one longer value turns the whole hash into
@@ -180,57 +279,71 @@ class OutboxField(StrEnum):
     ATTEMPT = "a"
 
 
-# Templates the Lua scripts append an id to.
+# The templates of every bucket's keys, after its head (``head``): the Lua scripts append an
+# id to most; the others name a structure kept once per bucket. A script's K.<name> is
+# head(its bucket) + LUA_KEYS[name].
 LUA_KEYS = {
-    "endpoint": PREFIX + "endpoint:",
-    "endpoints": ENDPOINTS,
-    "endpoint_seq": ENDPOINT_SEQ,
-    "endpoint_seqs": ENDPOINT_SEQS,
-    "app": PREFIX + "app:",
+    "endpoint": "endpoint:",
+    "endpoints": "endpoints",
+    "endpoint_seq": "endpoints:seq",
+    "endpoint_seqs": "endpoints:seqs",
+    "app": "app:",
     "app_endpoints_suffix": ":endpoints",
-    "apps": APPS,
-    "apps_uid": APPS_UID,
-    "sub_type": PREFIX + "sub:type:",
+    "apps": "apps",
+    "apps_uid": "apps:uid",
+    "sub_type": "sub:type:",
     "sub_type_infix": ":",
-    "sub_all": PREFIX + "sub:all:",
-    "sub_ops": SUB_OPS,
-    "inflight": PREFIX + "inflight:",
-    "parked": PREFIX + "parked:",
-    "app_inflight": PREFIX + "inflight:app:",
-    "app_parked": PREFIX + "parked:app:",
-    "rate": PREFIX + "rate:",
-    "backlog": PREFIX + "backlog:",
-    "event": PREFIX + "event:",
-    "delivery": PREFIX + "delivery:",
+    "sub_all": "sub:all:",
+    "sub_ops": "sub:ops",
+    "inflight": "inflight:",
+    "parked": "parked:",
+    "app_inflight": "inflight:app:",
+    "app_parked": "parked:app:",
+    "rate": "rate:",
+    "backlog": "backlog:",
+    "event": "event:",
+    "delivery": "delivery:",
     "minute_infix": ":m:",
     "hour_infix": ":h:",
-    "metrics": METRICS,
-    "ep_stats": PREFIX + "stats:ep:",
-    "due": DUE,
-    "wakeup": PREFIX + "wakeup:",
-    "wakeup_more": PREFIX + "wakeup:more:",
-    "idem": PREFIX + "idem:",
-    "limit": PREFIX + "limit:",
-    "app_limit": PREFIX + "limit:app:",
-    "outbox": LOG_OUTBOX,
-    "release": LOG_RELEASE,
+    "metrics": "metrics",
+    "ep_stats": "stats:ep:",
+    "due": "due",
+    "wakeup": "wakeup:",
+    "wakeup_more": "wakeup:more:",
+    "idem": "idem:",
+    "app_limit": "limit:app:",
+    "outbox": "log:outbox",
+    "release": "log:release",
+    "ops_requests": "ops:requests",
+    "ops_made": "ops:made:",
 }
+# Templates that are parts of a name rather than its start.
+LUA_PARTS = frozenset({"app_endpoints_suffix", "sub_type_infix", "minute_infix", "hour_infix"})
+
+
+def in_bucket(bucket: int, name: str, rest: str = "") -> str:
+    """The key K.<name> .. rest of a script running in ``bucket``."""
+    return head(bucket) + LUA_KEYS[name] + rest
+
+
+def _of(name: str, identifier: str) -> str:
+    return in_bucket(bucket_of(identifier), name, identifier)
 
 
 def endpoint(endpoint_id: str) -> str:
-    return LUA_KEYS["endpoint"] + endpoint_id
+    return _of("endpoint", endpoint_id)
 
 
 def event(event_id: str) -> str:
-    return LUA_KEYS["event"] + event_id
+    return _of("event", event_id)
 
 
 def delivery(delivery_id: str) -> str:
-    return LUA_KEYS["delivery"] + delivery_id
+    return _of("delivery", delivery_id)
 
 
 def app(app_id: str) -> str:
-    return LUA_KEYS["app"] + app_id
+    return _of("app", app_id)
 
 
 def app_endpoints(app_id: str) -> str:
@@ -238,31 +351,43 @@ def app_endpoints(app_id: str) -> str:
 
 
 def sub_type(app_id: str, event_type: str) -> str:
-    return f"{LUA_KEYS['sub_type']}{app_id}{LUA_KEYS['sub_type_infix']}{event_type}"
+    return f"{_of('sub_type', app_id)}{LUA_KEYS['sub_type_infix']}{event_type}"
 
 
 def sub_all(app_id: str) -> str:
-    return LUA_KEYS["sub_all"] + app_id
+    return _of("sub_all", app_id)
 
 
 def app_limit(app_id: str) -> str:
-    return LUA_KEYS["app_limit"] + app_id
+    return _of("app_limit", app_id)
 
 
 def app_inflight(app_id: str) -> str:
-    return LUA_KEYS["app_inflight"] + app_id
+    return _of("app_inflight", app_id)
 
 
 def app_parked(app_id: str) -> str:
-    return LUA_KEYS["app_parked"] + app_id
+    return _of("app_parked", app_id)
+
+
+def inflight(endpoint_id: str) -> str:
+    return _of("inflight", endpoint_id)
+
+
+def parked(endpoint_id: str) -> str:
+    return _of("parked", endpoint_id)
+
+
+def rate(endpoint_id: str) -> str:
+    return _of("rate", endpoint_id)
 
 
 def backlog(endpoint_id: str) -> str:
-    return LUA_KEYS["backlog"] + endpoint_id
+    return _of("backlog", endpoint_id)
 
 
 def endpoint_stats(endpoint_id: str) -> str:
-    return LUA_KEYS["ep_stats"] + endpoint_id
+    return _of("ep_stats", endpoint_id)
 
 
 def endpoint_minute(endpoint_id: str, minute: int) -> str:
@@ -273,18 +398,91 @@ def endpoint_hour(endpoint_id: str, hour: int) -> str:
     return f"{endpoint_stats(endpoint_id)}{LUA_KEYS['hour_infix']}{hour}"
 
 
+def idempotency(app_id: str, key_id: str, idempotency_key: str) -> str:
+    return f"{_of('idem', app_id)}:{key_id}:{idempotency_key}"
+
+
+def ops_made(event_id: str) -> str:
+    return _of("ops_made", event_id)
+
+
+def wakeup_more(task_id: str) -> str:
+    """A wake-up's side list: its task id starts with the id of the event that queued it."""
+    return _of("wakeup_more", task_id)
+
+
+# The structures kept once per bucket.
+def endpoints(bucket: int) -> str:
+    return in_bucket(bucket, "endpoints")
+
+
+def endpoint_seq(bucket: int) -> str:
+    return in_bucket(bucket, "endpoint_seq")
+
+
+def endpoint_seqs(bucket: int) -> str:
+    return in_bucket(bucket, "endpoint_seqs")
+
+
+def apps(bucket: int) -> str:
+    return in_bucket(bucket, "apps")
+
+
+def apps_uid(uid: str) -> str:
+    """The uid map holding ``uid`` (in the uid's bucket)."""
+    return in_bucket(uid_bucket(uid), "apps_uid")
+
+
+def sub_ops(bucket: int = DEFAULT_BUCKET) -> str:
+    return in_bucket(bucket, "sub_ops")
+
+
+def due(bucket: int) -> str:
+    return in_bucket(bucket, "due")
+
+
+def metrics(bucket: int) -> str:
+    return in_bucket(bucket, "metrics")
+
+
+def outbox(bucket: int) -> str:
+    return in_bucket(bucket, "outbox")
+
+
+def release(bucket: int) -> str:
+    return in_bucket(bucket, "release")
+
+
+def wakeup(bucket: int, queue: str) -> str:
+    return in_bucket(bucket, "wakeup", queue)
+
+
+def ops_requests(bucket: int) -> str:
+    return in_bucket(bucket, "ops_requests")
+
+
+def by_bucket(ids: Iterable[str]) -> dict[int, list[str]]:
+    """Ids grouped by bucket, each group in the order given: one script call a group."""
+    groups: dict[int, list[str]] = {}
+    for identifier in ids:
+        groups.setdefault(bucket_of(identifier), []).append(identifier)
+    return groups
+
+
 # Lifetimes in seconds (the Lua preamble's TTL table): an endpoint's per-minute and
 # per-hour windows, a little past the 60 minutes and 24 hours its stats show; the ids that
-# joined a wake-up, should the wake-up be lost.
-WINDOW_TTL = {"minute": 2 * 3600, "hour": 26 * 3600, "wakeup_more": 24 * 3600}
-
-
-def idempotency(app_id: str, key_id: str, idempotency_key: str) -> str:
-    return f"{LUA_KEYS['idem']}{app_id}:{key_id}:{idempotency_key}"
+# joined a wake-up, should the wake-up be lost; an operational event's mark that it was
+# made (its request is dropped within a pass of the shipper).
+WINDOW_TTL = {
+    "minute": 2 * 3600,
+    "hour": 26 * 3600,
+    "wakeup_more": 24 * 3600,
+    "ops_made": 24 * 3600,
+}
 
 
 def api_key(key_id: str) -> str:
-    return PREFIX + "apikey:" + key_id
+    return f"{PREFIX}{API_KEYS_TAG}:apikey:{key_id}"
 
 
 # A dashboard sign-in lasts 8 hours at most, however busy: a working day.
@@ -296,25 +494,64 @@ def dashboard_session(session_id: str) -> str:
 
 
 def limit(name: str) -> str:
-    return LUA_KEYS["limit"] + name
+    """A generic limiter (lua/ratelimit.lua), one key of its own."""
+    return PREFIX + "limit:" + name
 
 
 def job(job_id: str) -> str:
-    return PREFIX + "job:" + job_id
+    return f"{PREFIX}{JOBS_TAG}:job:{job_id}"
 
 
 def job_owner(job_id: str) -> str:
     return job(job_id) + ":owner"
 
 
+# Before schema 5 no key had a hash tag: every name was PREFIX + what follows the tag now
+# (``untagged``). `webhook-service migrate` renames them (store/bucket_migration.py) before
+# the older steps run, each into bucket 0, where every id made before the bucket epoch is
+# read (ids.py), or to {jobs} / {apikeys}; the uid map is split by uid. These names were
+# global then; the older steps (below) read their bucket 0 copies.
+LEGACY_ENDPOINTS = PREFIX + "endpoints"  # schema.py: an unmarked store holding endpoints
+_LEGACY_KEPT = (
+    "apikeys:pepper", "heartbeats", "scheduler:tick", "schema", "buckets:epoch", "lock:",
+    "dashboard:session:",
+)  # fmt: skip
+_LEGACY_JOBS = ("job:", "jobs:running")
+LEGACY_APPS_UID = PREFIX + "apps:uid"
+
+
+def untagged(key: str) -> str:
+    """The name a key of ours had before schema 5 (tests write stores of that layout)."""
+    found = _TAG.match(key)
+    return key if found is None else PREFIX + key[found.end() :]
+
+
+def tagged(legacy: str) -> str | None:
+    """The name a key of schema 4's layout takes in schema 5's; None for one that keeps its
+    name (or is named schema 5's way already) and for the uid map, which is split."""
+    if not legacy.startswith(PREFIX) or legacy.startswith(PREFIX + "{"):
+        return None
+    rest = legacy[len(PREFIX) :]
+    if rest == "apps:uid" or rest.startswith(_LEGACY_KEPT):
+        return None
+    if rest.startswith("limit:") and not rest.startswith(LUA_KEYS["app_limit"]):
+        return None  # a generic limiter: one key of its own
+    if rest.startswith(_LEGACY_JOBS):
+        return f"{PREFIX}{JOBS_TAG}:{rest}"
+    if rest == "apikeys" or rest.startswith("apikey:"):
+        return f"{PREFIX}{API_KEYS_TAG}:{rest}"
+    return head(DEFAULT_BUCKET) + rest
+
+
 # Schema 2 kept the history in Redis too: every event and delivery until retention trimmed
 # them, indexed by idx:events, idx:dlv and the idx:dlv:… / idx:events:… zsets, each attempt
 # in its delivery's hash (field a{n}) or, when long, in the list delivery:{dlv}:attempts,
 # and the trim's retention:cursor. `webhook-service migrate` (history/backfill.py) moves it
-# into the log and deletes it; these names are for it alone.
-SCHEMA2_EVENTS = PREFIX + "idx:events"  # every event id (score 0, ordered by id = time)
-SCHEMA2_INDEXES = PREFIX + "idx:*"  # a SCAN pattern: every history index
-SCHEMA2_RETENTION_CURSOR = PREFIX + "retention:cursor"
+# into the log and deletes it; these names (in bucket 0, where migrate renamed them first)
+# are for it alone.
+SCHEMA2_EVENTS = head(DEFAULT_BUCKET) + "idx:events"  # every event id (ordered by id = time)
+SCHEMA2_INDEXES = head(DEFAULT_BUCKET) + "idx:*"  # a SCAN pattern: every history index
+SCHEMA2_RETENTION_CURSOR = head(DEFAULT_BUCKET) + "retention:cursor"
 _SCHEMA2_ATTEMPT_FIELD = re.compile(r"a[1-9][0-9]*")
 
 
@@ -331,33 +568,37 @@ def schema2_attempt_field(field: str) -> bool:
 # sub:all, idempotency records idem:{key}:{idem}. Schema 2 named its records the same way,
 # and history/backfill.py reads them there (its step runs before 3 -> 4). The 3 -> 4 step
 # (store/tenancy_migration.py) moves them all into the default application; it rewrites the
-# log outbox's records not yet shipped into a copy first, which then takes its place.
-SCHEMA3_SUB_ALL = PREFIX + "sub:all"
-SCHEMA3_OUTBOX_COPY = LOG_OUTBOX + ":migrating"
+# log outbox's records not yet shipped into a copy first, which then takes its place. All
+# in bucket 0 by then, where the older steps run.
+SCHEMA3_SUB_ALL = head(DEFAULT_BUCKET) + "sub:all"
+SCHEMA3_OUTBOX_COPY = outbox(DEFAULT_BUCKET) + ":migrating"
 
 
 def schema3_sub_type(event_type: str) -> str:
-    return LUA_KEYS["sub_type"] + event_type
+    return in_bucket(DEFAULT_BUCKET, "sub_type", event_type)
 
 
-def idempotency_records() -> str:
-    """A SCAN pattern: every idempotency record, of schema 3's layout or of today's."""
-    return LUA_KEYS["idem"] + "*"
+def idempotency_records(bucket: int = DEFAULT_BUCKET) -> str:
+    """A SCAN pattern: every idempotency record of a bucket, of schema 3's layout or of
+    today's."""
+    return in_bucket(bucket, "idem", "*")
 
 
 def idempotency_key_of(record: str, key_id: str) -> str | None:
     """The idempotency key as its producer sent it, from the name of a record of schema 3's
-    layout (idem:{key}:{idem}) made for the API key ``key_id``; None if it is not one of that
-    key's."""
-    head = f"{LUA_KEYS['idem']}{key_id}:"
-    return record[len(head) :] if record.startswith(head) else None
+    layout (idem:{key}:{idem}, in bucket 0) made for the API key ``key_id``; None if it is
+    not one of that key's."""
+    head_ = in_bucket(DEFAULT_BUCKET, "idem", f"{key_id}:")
+    return record[len(head_) :] if record.startswith(head_) else None
 
 
 def schema4_idempotency(record: str, app_id: str) -> str | None:
-    """The name a record of schema 3's layout takes in the application ``app_id``; None for
-    one named today's way already. The segment after idem: tells them apart: an application
-    id starts with app_, an API key id never does (key_..., admin)."""
-    rest = record[len(LUA_KEYS["idem"]) :]
-    if not record.startswith(LUA_KEYS["idem"]) or rest.startswith("app_"):
+    """The name a record of schema 3's layout (in bucket 0) takes in the application
+    ``app_id`` (one of bucket 0: every application of a store migrated that far is); None
+    for one named today's way already. The segment after idem: tells them apart: an
+    application id starts with app_, an API key id never does (key_..., admin)."""
+    start = in_bucket(DEFAULT_BUCKET, "idem")
+    rest = record[len(start) :]
+    if not record.startswith(start) or rest.startswith("app_"):
         return None
-    return f"{LUA_KEYS['idem']}{app_id}:{rest}"
+    return f"{_of('idem', app_id)}:{rest}"

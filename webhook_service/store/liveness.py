@@ -116,12 +116,13 @@ def _age(now_ms: int, then_ms: int | None, bound_ms: int, what: str) -> tuple[St
 
 
 def _log(backlog: LogBacklog, now_ms: int, bounds: Bounds) -> tuple[State, str]:
-    """Failing only when the backlog is full, when ingest refuses events anyway; a lag
-    alone leaves the API ready, as it still takes events and delivery goes on."""
-    if backlog.records >= bounds.log_backlog_max:
+    """Failing only when a bucket's backlog is full, when ingest refuses its events
+    anyway; a lag alone leaves the API ready, as it still takes events and delivery goes
+    on."""
+    if backlog.fullest >= bounds.log_backlog_max:
         return State.FAILING, (
-            f"{backlog.records} log records wait for SQL, the most Redis may hold "
-            f"({bounds.log_backlog_max}): new events are refused"
+            f"{backlog.records} log records wait for SQL, a bucket's outbox the most Redis "
+            f"may hold ({bounds.log_backlog_max}): new events are refused"
         )
     if backlog.oldest_ms is None:
         return State.OK, "every log record is in SQL"

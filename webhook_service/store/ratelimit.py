@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from webhook_service.store import keys
 from webhook_service.store.scripts import Scripts
 
 
@@ -21,8 +22,12 @@ class RateLimitArgs:
     rate_per_s: float
     burst: int
 
+    def keys(self) -> list[str]:
+        """The limiter's own key, of no bucket: the one key the script touches."""
+        return [keys.limit(self.name)]
+
     def argv(self) -> list[str | int | float]:
-        return [self.name, self.rate_per_s, self.burst]
+        return [self.rate_per_s, self.burst]
 
 
 class RateLimiter:
@@ -39,5 +44,5 @@ class RateLimiter:
         if not (math.isfinite(rate_per_s) and rate_per_s > 0) or burst < 1:
             raise ValueError("a rate limit needs a positive finite rate and a burst of >= 1")
         args = RateLimitArgs(name, rate_per_s, burst)
-        wait_ms = await self._scripts.run("ratelimit", args.argv())
+        wait_ms = await self._scripts.run("ratelimit", args.keys(), args.argv())
         return int(wait_ms) / 1000

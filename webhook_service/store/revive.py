@@ -10,6 +10,7 @@ from enum import StrEnum
 
 import orjson
 
+from webhook_service.store import keys
 from webhook_service.store.scripts import Scripts
 
 
@@ -56,13 +57,20 @@ class DeliveryRow:
 @dataclass(frozen=True)
 class Revival:
     """revive.lua's arguments, in the order its head names them: the events to restore, the
-    deliveries to make pending."""
+    deliveries to make pending (all of one bucket: ``revive`` splits a revival by bucket)."""
 
     now_ms: int
     grace_ms: int
     hot_ms: int
     events: Sequence[EventRow]
     deliveries: Sequence[DeliveryRow] = ()
+
+    def keys(self) -> list[str]:
+        ids = [e.id for e in self.events] + [d.id for d in self.deliveries]
+        buckets = {keys.bucket_of(i) for i in ids}
+        if len(buckets) != 1:
+            raise ValueError(f"one revival, one bucket: these are of {sorted(buckets)}")
+        return [keys.due(buckets.pop())]
 
     def argv(self) -> list[str | int | float]:
         return [
@@ -74,6 +82,25 @@ class Revival:
         ]
 
 
+def by_bucket(revival: Revival) -> list[Revival]:
+    """The revival split into one a bucket: an event and its deliveries are of one."""
+    events: dict[int, list[EventRow]] = {}
+    deliveries: dict[int, list[DeliveryRow]] = {}
+    for e in revival.events:
+        events.setdefault(keys.bucket_of(e.id), []).append(e)
+    for d in revival.deliveries:
+        deliveries.setdefault(keys.bucket_of(d.id), []).append(d)
+    return [
+        Revival(revival.now_ms, revival.grace_ms, revival.hot_ms, events.get(b, []),
+                deliveries.get(b, []))
+        for b in dict.fromkeys([*events, *deliveries])
+    ]  # fmt: skip
+
+
 async def revive(scripts: Scripts, revival: Revival) -> list[Revived]:
     """Per delivery, in order: OK (pending again) or PRESENT (Redis had it)."""
-    return [Revived(r) for r in await scripts.run("revive", revival.argv())]
+    answers: dict[str, Revived] = {}
+    for part in by_bucket(revival):
+        reply = await scripts.run("revive", part.keys(), part.argv())
+        answers.update((d.id, Revived(r)) for d, r in zip(part.deliveries, reply, strict=True))
+    return [answers[d.id] for d in revival.deliveries]

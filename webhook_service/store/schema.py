@@ -10,9 +10,13 @@
    endpoint has a sequence number.
 4. applications (``store/applications.py``): every endpoint, event and idempotency record
    belongs to one, subscriptions are each application's (keys.py, "Schema 3").
+5. buckets (keys.py): every key one atomic step touches carries its bucket's hash tag, what
+   was global is kept once per bucket, and ids carry their application's mark (ids.py); a
+   store from before holds it all in bucket 0, with its bucket epoch (keys.BUCKET_EPOCH).
 
-Every process (API, worker, scheduler) checks it at start-up (``webhook_service/cli.py``)
-and refuses any version but ``CURRENT``: the read path has no branch for older data.
+Every process (API, worker, scheduler) checks it at start-up (``webhook_service/cli.py``),
+reads the store's bucket epoch into ``ids`` (``check``), and refuses any version but
+``CURRENT``: the read path has no branch for older data.
 ``webhook-service migrate`` (``webhook_service/migrate.py``) brings an older store up. A
 fresh store (no endpoints, no marker) is stamped ``CURRENT`` by the first process to
 start, so a new install never needs to migrate.
@@ -25,12 +29,13 @@ import time
 
 import redis
 
+from webhook_service import ids
 from webhook_service.store import keys
 from webhook_service.store.connect import DEFAULT_TIMEOUTS, RedisTimeouts, sync_client
 
 log = logging.getLogger(__name__)
 
-CURRENT = 4
+CURRENT = 5
 UNMARKED = 1  # what a store holding endpoints but no marker was written by
 
 # While Redis cannot be reached at start-up, try again this often, and say so this often.
@@ -77,28 +82,45 @@ def refusal(version: int) -> str:
     )
 
 
+def load_epoch(client: redis.Redis) -> int:
+    """The store's bucket epoch, now this process's (ids.set_epoch): 0 for a store born with
+    buckets."""
+    raw = client.get(keys.BUCKET_EPOCH)
+    epoch = int(raw) if raw is not None else 0
+    ids.set_epoch(epoch)
+    return epoch
+
+
 def check(client: redis.Redis) -> int:
-    """The store's version once it is ``CURRENT``: a fresh store is stamped now (atomically
-    against an endpoint created meanwhile), any other version raises SchemaMismatch."""
+    """The store's version once it is ``CURRENT`` (its bucket epoch read, ``load_epoch``):
+    a fresh store is stamped now, any other version raises SchemaMismatch. A store written
+    before the marker existed holds endpoints: under the name of that layout (keys.py,
+    LEGACY_ENDPOINTS), or, once `migrate` began on it, bucket 0's, where it puts them. Only
+    the first process on a fresh store stamps it, before any endpoint is made, so the stamp
+    watches the marker alone: one key, as on a cluster it must be."""
     with client.pipeline(transaction=True) as pipe:
         while True:
             try:
                 # redis-py leaves watch untyped; after it the pipeline runs commands at once.
-                pipe.watch(keys.SCHEMA, keys.ENDPOINTS)  # type: ignore[no-untyped-call]
+                pipe.watch(keys.SCHEMA)  # type: ignore[no-untyped-call]
                 version = _parse(pipe.get(keys.SCHEMA))
-                if version is None and pipe.zcard(keys.ENDPOINTS):
+                if version is None and client.exists(
+                    keys.LEGACY_ENDPOINTS, keys.endpoints(keys.DEFAULT_BUCKET)
+                ):
                     version = UNMARKED
                 if version is None:
                     pipe.multi()
                     pipe.set(keys.SCHEMA, CURRENT)
                     pipe.execute()
                     log.info("fresh store: stamped schema %d", CURRENT)
+                    load_epoch(client)
                     return CURRENT
                 if version != CURRENT:
                     raise SchemaMismatch(refusal(version))
+                load_epoch(client)
                 return version
             except redis.WatchError:
-                continue  # the first endpoint, or another process's stamp: look again
+                continue  # another process's stamp: look again
 
 
 def start_check(url: str, timeouts: RedisTimeouts = DEFAULT_TIMEOUTS) -> str | None:

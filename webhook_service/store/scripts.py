@@ -1,8 +1,14 @@
-"""The Lua scripts, each loaded once with a preamble from ``keys.py``: the key table (``K``),
+"""The Lua scripts, each loaded once with a preamble from ``keys.py``: the key table (``K``,
+every key under the hash tag of the bucket the script runs in: the tag of its KEYS[1]),
 the operational event types (``OPS_TYPES``), the log outbox's field names (``LOG``), the
 final delivery states (``FINAL``), the lifetimes of the endpoint stats windows (``TTL``) and
 the default application, which a script creates on its first use (``DEFAULT_APP``, from
 ``applications.py``).
+
+Every script is given at least one key, KEYS[1], one of its bucket's (a cluster client routes
+the call by it), and builds every other key from ``K``: ``K.delivery .. id`` is the delivery's
+key in that bucket. The caller makes sure each id it passes is of that bucket (``Args.keys``
+in each wrapper). Only ratelimit.lua, one key of no bucket, uses its KEYS[1] alone.
 
 Each script's first line is its shebang, which this moves above the preamble: ``#!lua``, or
 ``#!lua flags=allow-oom`` for the steps that carry work already accepted to its end (lease,
@@ -14,18 +20,23 @@ would decide by the script's first write command, which no one reading the scrip
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from functools import cache
 from importlib.resources import files
 from typing import Any, cast
 
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
+from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
 from webhook_service.store.applications import DEFAULT_APP_ID, DEFAULT_APP_NAME, DEFAULT_APP_UID
 from webhook_service.store.states import FINAL_STATUSES
+
+# What a script's ARGV holds (redis-py encodes each).
+ArgT = str | int | float
 
 NAMES = (
     "ingest",
@@ -43,6 +54,7 @@ NAMES = (
     "revive",
     "app_save",
     "app_end",
+    "ops_emit",
 )
 
 
@@ -69,18 +81,54 @@ def _default_app() -> str:
 SHEBANGS = ("#!lua", "#!lua flags=allow-oom")
 
 
+# K, from the tag of the script's KEYS[1], each name made on its first use in a call (most
+# scripts use a few of the templates, and every call would pay for all of them); the parts
+# of names (KP) are there from the start, as they are.
+_K_TABLE = """local HEAD
+local function bucket_head()
+  if not HEAD then
+    local tag = string.match(KEYS[1] or '', '^' .. PREFIX_PATTERN .. '{(b%d+)}:')
+    if not tag then return error('KEYS[1] is no key of a bucket: ' .. tostring(KEYS[1])) end
+    HEAD = PREFIX .. '{' .. tag .. '}:'
+  end
+  return HEAD
+end
+local K = setmetatable(KP, {__index = function(k, name)
+  local rest = KT[name]
+  if not rest then return error('no key template ' .. name) end
+  local key = bucket_head() .. rest
+  rawset(k, name, key)
+  return key
+end})
+local function in_default_bucket() return bucket_head() == DEFAULT_HEAD end"""
+
+
 @cache
 def source(name: str) -> str:
     folder = files("webhook_service.store") / "lua"
     shebang, body = (folder / f"{name}.lua").read_text().split("\n", 1)
     if shebang not in SHEBANGS:
         raise ValueError(f"{name}.lua must begin with one of {SHEBANGS}, not {shebang!r}")
-    table = ", ".join(f"{field} = {_lua_string(value)}" for field, value in keys.LUA_KEYS.items())
+    table = ", ".join(
+        f"{field} = {_lua_string(value)}"
+        for field, value in keys.LUA_KEYS.items()
+        if field not in keys.LUA_PARTS
+    )
+    # The parts of a name (an infix, a suffix) are K's as they are, under no head.
+    parts = ", ".join(
+        f"{field} = {_lua_string(keys.LUA_KEYS[field])}" for field in sorted(keys.LUA_PARTS)
+    )
     ops = ", ".join(f"[{_lua_string(name)}] = true" for name in OPERATIONAL_EVENT_TYPES)
+    pattern = "".join(f"%{c}" if not c.isalnum() else c for c in keys.PREFIX)
     return "\n".join(
         (
             shebang,
-            f"local K = {{{table}}}",
+            f"local PREFIX = {_lua_string(keys.PREFIX)}",
+            f"local PREFIX_PATTERN = {_lua_string(pattern)}",
+            f"local DEFAULT_HEAD = {_lua_string(keys.head(keys.DEFAULT_BUCKET))}",
+            f"local KT = {{{table}}}",
+            f"local KP = {{{parts}}}",
+            _K_TABLE,
             f"local OPS_TYPES = {{{ops}}}",
             f"local LOG = {{{_outbox_fields()}}}",
             f"local FINAL = {{{_final()}}}",
@@ -102,18 +150,61 @@ class Scripts:
         self._client = client
         self._sha = {name: hashlib.sha1(source(name).encode()).hexdigest() for name in NAMES}  # noqa: S324 - Redis names scripts by SHA-1
 
-    async def run(self, name: str, args: list[str | int | float]) -> Any:
+    @property
+    def async_client(self) -> AsyncRedis:
+        return cast(AsyncRedis, self._client)
+
+    @property
+    def sync_client(self) -> Redis:
+        return cast(Redis, self._client)
+
+    async def run(self, name: str, script_keys: Sequence[str], args: Sequence[ArgT]) -> Any:
+        """Run the script with ``script_keys`` as its KEYS (KEYS[1] names its bucket)."""
         client = cast(AsyncRedis, self._client)
         try:
-            return await client.evalsha(self._sha[name], 0, *args)
+            return await client.evalsha(self._sha[name], len(script_keys), *script_keys, *args)
         except NoScriptError:
             await client.script_load(source(name))
-            return await client.evalsha(self._sha[name], 0, *args)
+            return await client.evalsha(self._sha[name], len(script_keys), *script_keys, *args)
 
-    def run_sync(self, name: str, args: list[str | int | float]) -> Any:
+    def run_sync(self, name: str, script_keys: Sequence[str], args: Sequence[ArgT]) -> Any:
         client = cast(Redis, self._client)
         try:
-            return client.evalsha(self._sha[name], 0, *args)
+            return client.evalsha(self._sha[name], len(script_keys), *script_keys, *args)
         except NoScriptError:
             client.script_load(source(name))
-            return client.evalsha(self._sha[name], 0, *args)
+            return client.evalsha(self._sha[name], len(script_keys), *script_keys, *args)
+
+    def run_many_sync(
+        self, name: str, calls: Sequence[tuple[Sequence[str], Sequence[ArgT]]]
+    ) -> list[Any]:
+        """One call of the script per (keys, args), in one round trip (a pipeline, not a
+        transaction: each call is its own atomic step, of its own bucket). A server that lost
+        the script answers each call NOSCRIPT, having run none: it is loaded and those are
+        sent again."""
+        client = cast(Redis, self._client)
+        if isinstance(client, RedisCluster):
+            # redis-py's cluster pipeline runs no script: a call each, each to its node.
+            return [self.run_sync(name, script_keys, args) for script_keys, args in calls]
+        sha = self._sha[name]
+        replies: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        for _ in range(2):
+            with client.pipeline(transaction=False) as pipe:
+                for i in todo:
+                    script_keys, args = calls[i]
+                    pipe.evalsha(sha, len(script_keys), *script_keys, *args)
+                answers = pipe.execute(raise_on_error=False)
+            missing = []
+            for i, answer in zip(todo, answers, strict=True):
+                if isinstance(answer, NoScriptError):
+                    missing.append(i)
+                elif isinstance(answer, Exception):
+                    raise answer
+                else:
+                    replies[i] = answer
+            if not missing:
+                return replies
+            client.script_load(source(name))
+            todo = missing
+        raise NoScriptError(f"{name}: the server lost the script again while it was loaded")

@@ -1,11 +1,12 @@
 """Cluster-wide metrics: counters kept in one Redis hash, and gauges read live.
 
 Workers, schedulers and API processes are many; a counter kept in one process's memory
-would show a part. So every count ends in the ``metrics`` hash (``keys.METRICS``). The
+would show a part. So every count ends in a ``metrics`` hash, one a bucket (``keys.metrics``:
+a step counts in its own bucket's, so that no step crosses one), which a scrape sums. The
 counts of states are ``HINCRBY``s in the Lua step that changes the state; the counts of
 attempts (classes, durations, latencies) are added by the process that made them, a batch
-a ``WEBHOOK_COUNTS_INTERVAL`` (store/counts.py says why). A scrape reads the hash plus a
-few lengths. Its fields:
+a ``WEBHOOK_COUNTS_INTERVAL`` (store/counts.py says why). A scrape reads the hashes plus a
+few lengths, in one round trip. Their fields:
 
 ======================  =========================================================
 events_accepted         events stored by POST /v1/events (ingest.lua)
@@ -21,8 +22,9 @@ latency_sum_ms          their sum
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
@@ -35,21 +37,28 @@ _CHUNK = 1000
 
 @dataclass(frozen=True)
 class LogBacklog:
-    """The log outbox: records not yet in SQL, and when the oldest was written (its stream
-    id's time, from the Redis server's clock)."""
+    """The log outboxes: records not yet in SQL, the most one bucket holds (ingest refuses
+    an event of a bucket whose outbox holds WEBHOOK_LOG_BACKLOG_MAX), and when the oldest
+    was written (its stream id's time, from the Redis server's clock)."""
 
     records: int
     oldest_ms: int | None
+    fullest: int = 0
 
     @staticmethod
     def read(pipe: Pipeline) -> None:
-        """Queue what ``parse`` needs: two replies, read in O(1) whatever the backlog."""
-        pipe.xlen(keys.LOG_OUTBOX)
-        pipe.xrange(keys.LOG_OUTBOX, "-", "+", count=1)
+        """Queue what ``parse`` needs: two replies a bucket, each read in O(1) whatever the
+        backlog."""
+        for bucket in keys.all_buckets():
+            pipe.xlen(keys.outbox(bucket))
+            pipe.xrange(keys.outbox(bucket), "-", "+", count=1)
 
     @classmethod
-    def parse(cls, length: int, first: list[tuple[str, dict[str, str]]]) -> LogBacklog:
-        return cls(int(length), int(first[0][0].partition("-")[0]) if first else None)
+    def parse(cls, *replies: Any) -> LogBacklog:
+        lengths = [int(n) for n in replies[0::2]]
+        firsts = cast(list[list[tuple[str, dict[str, str]]]], replies[1::2])
+        oldest = [int(first[0][0].partition("-")[0]) for first in firsts if first]
+        return cls(sum(lengths), min(oldest, default=None), max(lengths, default=0))
 
     def lag_ms(self, now_ms: int) -> int:
         """How long the oldest record has waited; 0 when none does. Never negative: the
@@ -68,29 +77,43 @@ class Snapshot:
 
 
 async def count_rejection(redis: Redis, kind: str) -> None:
-    await redis.hincrby(keys.METRICS, "rejected:" + kind, 1)
+    await redis.hincrby(keys.metrics(keys.DEFAULT_BUCKET), "rejected:" + kind, 1)
 
 
 async def snapshot(redis: Redis, now_ms: int) -> Snapshot:
+    n = keys.BUCKETS
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.hgetall(keys.METRICS)
         # kombu's Redis transport keeps each queue as a list named after it.
         pipe.llen(keys.QUEUE_FRESH)
         pipe.llen(keys.QUEUE_RETRY)
-        pipe.zcard(keys.DUE)
-        pipe.zrange(keys.ENDPOINTS, 0, -1)
         pipe.get(keys.SCHEDULER_TICK)
+        for bucket in keys.all_buckets():
+            pipe.hgetall(keys.metrics(bucket))
+            pipe.zcard(keys.due(bucket))
+            pipe.zrange(keys.endpoints(bucket), 0, -1)
         LogBacklog.read(pipe)
-        counters, fresh, retry, due, endpoints, tick, *backlog = await pipe.execute()
-    disabled, leases = await _endpoint_gauges(redis, cast(list[str], endpoints), now_ms)
+        replies = await pipe.execute()
+    fresh, retry, tick = replies[:3]
+    per_bucket = replies[3 : 3 + 3 * n]
+    counters = _sum(cast(list[dict[str, str]], per_bucket[0::3]))
+    endpoints = [e for found in cast(list[list[str]], per_bucket[2::3]) for e in found]
+    disabled, leases = await _endpoint_gauges(redis, endpoints, now_ms)
     return Snapshot(
         counters=counters,
-        queue_depths={"fresh": fresh, "retry": retry, "due": due},
+        queue_depths={"fresh": fresh, "retry": retry, "due": sum(per_bucket[1::3])},
         leases_in_flight=leases,
         endpoints_disabled=disabled,
         scheduler_tick_ms=int(tick) if tick else None,
-        log_backlog=LogBacklog.parse(*backlog),
+        log_backlog=LogBacklog.parse(*replies[3 + 3 * n :]),
     )
+
+
+def _sum(hashes: list[dict[str, str]]) -> dict[str, str]:
+    """The buckets' counters added up (every field is an integer count)."""
+    total: Counter[str] = Counter()
+    for fields in hashes:
+        total.update({name: int(value) for name, value in fields.items()})
+    return {name: str(value) for name, value in total.items()}
 
 
 async def _endpoint_gauges(redis: Redis, endpoints: list[str], now_ms: int) -> tuple[int, int]:
@@ -103,7 +126,7 @@ async def _endpoint_gauges(redis: Redis, endpoints: list[str], now_ms: int) -> t
         async with redis.pipeline(transaction=False) as pipe:
             for endpoint_id in chunk:
                 pipe.hget(keys.endpoint(endpoint_id), "disabled")
-                pipe.zcount(keys.LUA_KEYS["inflight"] + endpoint_id, now_ms, "+inf")
+                pipe.zcount(keys.inflight(endpoint_id), now_ms, "+inf")
             replies = await pipe.execute()
         disabled += sum(1 for flag in replies[0::2] if flag == "1")
         leases += sum(int(n) for n in replies[1::2])

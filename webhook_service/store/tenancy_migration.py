@@ -1,7 +1,8 @@
 """Schema 3 -> 4 (``webhook-service migrate``): a single-tenant store moves into the default
 application, where the flat routes keep finding it. Run while no API, worker or scheduler
 runs; each part may be run again, to the same end (keys.py, "Schema 3", names the old
-layout):
+layout). It runs after `migrate` put the store's keys in bucket 0 (bucket_migration.py), as
+it does every older step, and the default application is of that bucket:
 
 1. the default application is created (as the scripts do on its first use), dated by the
    store's oldest endpoint;
@@ -78,12 +79,16 @@ def move(client: redis.Redis, batch: int = 1000) -> Moved:
 
 
 def _ensure_default(client: redis.Redis) -> None:
-    oldest = [text(i) for i in client.zrangebylex(keys.ENDPOINTS, "-", "+", 0, 1)]
+    oldest = [
+        text(i) for i in client.zrangebylex(keys.endpoints(keys.DEFAULT_BUCKET), "-", "+", 0, 1)
+    ]
     # Dated by what it holds, so that two runs over one store make the same application.
     at = id_time_ms(oldest[0]) if oldest else now_ms()
     record = ApplicationRecord(DEFAULT_APP_ID, DEFAULT_APP_NAME, DEFAULT_APP_UID, {}, None, at, at)
     args = AppSaveArgs.of(AppSaveMode.CREATE, record)
-    outcome = ApplicationOutcome(text(Scripts(client).run_sync("app_save", args.argv())))
+    outcome = ApplicationOutcome(
+        text(Scripts(client).run_sync("app_save", args.keys(), args.argv()))
+    )
     if outcome not in (ApplicationOutcome.CREATED, ApplicationOutcome.EXISTS):
         raise RuntimeError(f"the default application could not be created: {outcome}")
 
@@ -153,7 +158,7 @@ def _drop_old_subscriptions(client: redis.Redis, batch: int) -> int:
 
 def _events(client: redis.Redis, batch: int) -> int:
     given = 0
-    for names in _scan(client, keys.event("*"), batch):
+    for names in _scan(client, keys.in_bucket(keys.DEFAULT_BUCKET, "event", "*"), batch):
         with client.pipeline(transaction=False) as pipe:
             for name in names:
                 pipe.hmget(name, ["type", "app"])
@@ -207,7 +212,7 @@ def _outbox(client: redis.Redis, batch: int) -> int:
     while True:
         entries = cast(
             list[tuple[Any, dict[Any, Any]]],
-            client.xrange(keys.LOG_OUTBOX, lower, "+", count=batch),
+            client.xrange(keys.outbox(keys.DEFAULT_BUCKET), lower, "+", count=batch),
         )
         if not entries:
             break
@@ -221,7 +226,7 @@ def _outbox(client: redis.Redis, batch: int) -> int:
             pipe.execute()
         lower = "(" + text(entries[-1][0])
     if changed:
-        client.rename(copy, keys.LOG_OUTBOX)
+        client.rename(copy, keys.outbox(keys.DEFAULT_BUCKET))
     else:
         client.delete(copy)
     return changed

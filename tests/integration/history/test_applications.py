@@ -100,7 +100,7 @@ async def _log_event(
     if channels:
         record["ch"] = list(channels)
     await client.xadd(
-        keys.LOG_OUTBOX, {OutboxField.EVENT: orjson.dumps(record), OutboxField.BODY: "{}"}
+        keys.outbox(0), {OutboxField.EVENT: orjson.dumps(record), OutboxField.BODY: "{}"}
     )
     return Sent(event_id, at, event_type, key_id, application, tuple(channels), ids)
 
@@ -112,14 +112,14 @@ async def _log_replay(client: Redis, sent: Sent, at: int, endpoint_id: str, part
         "ev": sent.id, "type": sent.type, "t": at, "dlv": [[made, endpoint_id, "pending"]],
         "app": sent.application or "",
     }  # fmt: skip
-    await client.xadd(keys.LOG_OUTBOX, {OutboxField.REPLAY: orjson.dumps(record)})
+    await client.xadd(keys.outbox(0), {OutboxField.REPLAY: orjson.dumps(record)})
     return made
 
 
 async def _log_success(client: Redis, delivery: str, at: int) -> None:
     """log_state's record after a 200."""
     record = {"d": delivery, "s": "succeeded", "n": 1, "u": at, "c": 200, "k": "2xx"}
-    await client.xadd(keys.LOG_OUTBOX, {OutboxField.STATE: orjson.dumps(record)})
+    await client.xadd(keys.outbox(0), {OutboxField.STATE: orjson.dumps(record)})
 
 
 async def _hold_in_redis(client: Redis, sent: Sent, at: int) -> None:
@@ -232,7 +232,8 @@ async def test_the_scripts_records_carry_the_application_and_channels(
         "channels": '["eu"]', "operations": "0", "disabled": "0", "created": NOW,
         "updated": NOW,
     }  # fmt: skip
-    await scripts.run("endpoint_save", EndpointSaveArgs(endpoint_id, 0, fields, app).argv())
+    args = EndpointSaveArgs(endpoint_id, 0, fields, app)
+    await scripts.run("endpoint_save", args.keys(), args.argv())
     events = EventStore(client, scripts)
     event_id = new_id("msg", NOW)
     accepted = await events.accept(

@@ -78,10 +78,10 @@ async def _fill(api: Api) -> tuple[int, Any, dict[str, str]]:
 async def _stored(store: Redis) -> tuple[int, int, int, object]:
     """What a new event would add to: the outbox, the event hashes, the idempotency
     records, the count of events accepted."""
-    events = [k async for k in store.scan_iter(keys.LUA_KEYS["event"] + "*", count=1000)]
-    claims = [k async for k in store.scan_iter(keys.LUA_KEYS["idem"] + "*", count=1000)]
-    accepted = await store.hget(keys.METRICS, "events_accepted")
-    return await store.xlen(keys.LOG_OUTBOX), len(events), len(claims), accepted
+    events = [k async for k in store.scan_iter(keys.in_bucket(0, "event", "*"), count=1000)]
+    claims = [k async for k in store.scan_iter(keys.idempotency_records(0), count=1000)]
+    accepted = await store.hget(keys.metrics(0), "events_accepted")
+    return await store.xlen(keys.outbox(0)), len(events), len(claims), accepted
 
 
 async def test_a_full_backlog_refuses_new_events_and_stores_nothing(
@@ -96,7 +96,7 @@ async def test_a_full_backlog_refuses_new_events_and_stores_nothing(
     assert problem["type"] == PROBLEM_TYPE_BASE + "log-backlog-full"
     assert "delivery log's database is behind" in problem["detail"]
     assert int(headers["Retry-After"]) > 0
-    assert await store.xlen(keys.LOG_OUTBOX) == CAP
+    assert await store.xlen(keys.outbox(0)) == CAP
 
     before = await _stored(store)
     status, problem, _ = await _post(capped, key="refused-while-full")
@@ -144,7 +144,7 @@ async def test_delivery_goes_on_while_the_backlog_is_full(
     await wait_for(arrived, every=0.02)
     status, problem, _ = await _fill(capped)
     assert (status, problem["type"]) == (503, PROBLEM_TYPE_BASE + "log-backlog-full")
-    assert await store.xlen(keys.LOG_OUTBOX) == CAP
+    assert await store.xlen(keys.outbox(0)) == CAP
     assert await status_of(held) == "pending"  # its receiver is still answering
 
     # The attempt in flight is recorded past the cap.
@@ -152,7 +152,7 @@ async def test_delivery_goes_on_while_the_backlog_is_full(
         return await status_of(held) == "succeeded"
 
     await wait_for(delivered)
-    assert await store.xlen(keys.LOG_OUTBOX) == CAP + 1
+    assert await store.xlen(keys.outbox(0)) == CAP + 1
 
     # A retry is accepted, sent and recorded, the backlog full all along.
     answer["code"] = 200
@@ -165,7 +165,7 @@ async def test_delivery_goes_on_while_the_backlog_is_full(
         return await status_of(retried) == "succeeded"
 
     await wait_for(retried_ok)
-    assert await store.xlen(keys.LOG_OUTBOX) > CAP + 1
+    assert await store.xlen(keys.outbox(0)) > CAP + 1
     status, _, _ = await _post(capped)
     assert status == 503
 

@@ -66,7 +66,8 @@ async def _endpoint(scripts: Scripts, types: Sequence[str], at: int) -> str:
         "url": "http://127.0.0.1:9/x", "event_types": json.dumps(list(types)),
         "operations": "0", "disabled": "0", "created": at, "updated": at,
     }  # fmt: skip
-    await scripts.run("endpoint_save", EndpointSaveArgs(endpoint_id, 0, fields).argv())
+    args = EndpointSaveArgs(endpoint_id, 0, fields)
+    await scripts.run("endpoint_save", args.keys(), args.argv())
     return endpoint_id
 
 

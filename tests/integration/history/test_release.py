@@ -90,7 +90,7 @@ async def test_an_event_no_endpoint_takes_leaves_once_logged(
     assert deliveries == []
     _shipper(sync_redis, log_engine, 0).ship_once()
     assert not await client.exists(keys.event(event_id))
-    assert await client.zcard(keys.LOG_RELEASE) == 0
+    assert await client.zcard(keys.release(0)) == 0
 
 
 async def test_the_hot_window_keeps_finished_work_for_a_while(

@@ -66,10 +66,10 @@ async def test_every_change_ships_once_and_the_outbox_is_trimmed(
     client: Redis, sync_redis: redis.Redis, log_engine: sa.Engine
 ) -> None:
     event_id, delivery_id = await _one_delivery_with_two_attempts(client)
-    assert await client.xlen(keys.LOG_OUTBOX) == 3  # the event, two attempts
+    assert await client.xlen(keys.outbox(0)) == 3  # the event, two attempts
 
     assert _shipper(sync_redis, log_engine).ship_batch() == 3
-    assert await client.xlen(keys.LOG_OUTBOX) == 0
+    assert await client.xlen(keys.outbox(0)) == 0
     with log_engine.connect() as conn:
         event = conn.execute(sa.select(tables.events)).one()
         delivery = conn.execute(sa.select(tables.deliveries)).one()
@@ -92,7 +92,7 @@ async def test_a_batch_written_twice_or_out_of_order_changes_nothing(
     client: Redis, sync_redis: redis.Redis, log_engine: sa.Engine
 ) -> None:
     await _one_delivery_with_two_attempts(client)
-    entries = cast(list[records.Entry], sync_redis.xrange(keys.LOG_OUTBOX))
+    entries = cast(list[records.Entry], sync_redis.xrange(keys.outbox(0)))
     batch = records.parse_all(entries)
 
     def snapshot() -> list[tuple[object, ...]]:
@@ -129,4 +129,4 @@ async def test_two_shippers_at_once_write_each_record_once(
             for t in (tables.events, tables.deliveries, tables.attempts)
         ]
     assert counts == [5, 5, 10]
-    assert await client.xlen(keys.LOG_OUTBOX) == 0
+    assert await client.xlen(keys.outbox(0)) == 0

@@ -6,11 +6,12 @@ from __future__ import annotations
 import orjson
 from redis.asyncio import Redis
 
-from webhook_service.ids import new_id
+from webhook_service.ids import mark_of, new_id
 from webhook_service.store.applications import (
     ApplicationOutcome,
     ApplicationRecord,
     ApplicationStore,
+    new_app_id,
 )
 from webhook_service.store.endpoints import EndpointSaveArgs, SaveOutcome
 from webhook_service.store.scripts import Scripts
@@ -19,8 +20,8 @@ from webhook_service.store.scripts import Scripts
 async def new_app(
     client: Redis, at: int, *, uid: str | None = None, rate_limit: float | None = None
 ) -> str:
-    """A new application's id."""
-    record = ApplicationRecord(new_id("app", at), "tenant", uid, {}, rate_limit, at, at)
+    """A new application's id (of its uid's bucket, or a random one's, as the API makes)."""
+    record = ApplicationRecord(new_app_id(at, uid), "tenant", uid, {}, rate_limit, at, at)
     assert await ApplicationStore(client, Scripts(client)).create(record) is (
         ApplicationOutcome.CREATED
     )
@@ -34,8 +35,8 @@ async def app_endpoint(
     at: int,
     channels: list[str] | None = None,
 ) -> str:
-    """A new endpoint of the application, through endpoint_save.lua."""
-    endpoint_id = new_id("ep", at)
+    """A new endpoint of the application (of its bucket), through endpoint_save.lua."""
+    endpoint_id = new_id("ep", at, mark=mark_of(app_id))
     fields: dict[str, str | int] = {
         "url": "http://127.0.0.1:9/x",
         "event_types": "" if event_types is None else orjson.dumps(event_types).decode(),
@@ -43,5 +44,5 @@ async def app_endpoint(
         "operations": "0", "disabled": "0", "created": at, "updated": at,
     }  # fmt: skip
     args = EndpointSaveArgs(endpoint_id, 0, fields, app_id)
-    assert await scripts.run("endpoint_save", args.argv()) == SaveOutcome.CREATED
+    assert await scripts.run("endpoint_save", args.keys(), args.argv()) == SaveOutcome.CREATED
     return endpoint_id

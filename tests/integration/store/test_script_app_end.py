@@ -12,7 +12,8 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.integration.store.tenants import app_endpoint, new_app
-from webhook_service.ids import delivery_tail, new_id
+from tests.support import buckets
+from webhook_service.ids import mark_of, new_id
 from webhook_service.store import keys
 from webhook_service.store.app_deletion import (
     AppEndArgs,
@@ -60,8 +61,8 @@ async def _events(client: Redis, app_id: str, count: int, at: int = NOW) -> list
     ids: list[str] = []
     for n in range(count):
         accepted = await events.accept(
-            event_id=new_id("msg", at + n), event_type=TYPE, body=BODY, key_id="key_1",
-            now_ms=at + n, budget=3, grace_ms=1000, idempotency=None, wakeup=None,
+            event_id=new_id("msg", at + n, mark=mark_of(app_id)), event_type=TYPE, body=BODY,
+            key_id="key_1", now_ms=at + n, budget=3, grace_ms=1000, idempotency=None, wakeup=None,
             backlog_max=1_000_000, app_id=app_id,
         )  # fmt: skip
         ids += accepted.delivery_ids
@@ -91,7 +92,7 @@ async def _record(store: DeliveryStore, delivery_id: str) -> Recorded:
 
 async def _endpoint_of(client: Redis, delivery_id: str) -> str:
     """The endpoint a delivery's id names by its tail (keys.py "Derived fields")."""
-    return str(await client.hget(keys.ENDPOINT_SEQS, delivery_tail(delivery_id)))
+    return str(await buckets.endpoint_of(client, delivery_id))
 
 
 async def _hash(client: Redis, key: str) -> dict[str, str]:
@@ -100,7 +101,7 @@ async def _hash(client: Redis, key: str) -> dict[str, str]:
 
 async def _states(client: Redis) -> dict[str, dict[str, object]]:
     """The delivery state records in the outbox, by delivery id (the last one of each)."""
-    entries = cast(list[tuple[str, dict[str, str]]], await client.xrange(keys.LOG_OUTBOX))
+    entries = await buckets.outbox(client)
     states = [json.loads(f[keys.OutboxField.STATE]) for _, f in entries if "s" in f]
     return {str(s["d"]): s for s in states}
 
@@ -108,14 +109,14 @@ async def _states(client: Redis) -> dict[str, dict[str, object]]:
 async def test_a_live_application_is_refused_and_nothing_changes(client: Redis) -> None:
     app_id, _ = await _tenant(client)
     (delivery_id,) = await _events(client, app_id, 1)
-    outbox = await client.xlen(keys.LOG_OUTBOX)
+    outbox = await buckets.outbox_length(client)
 
     (answer,) = await _end_all(client, app_id)
 
     assert answer == AppEnded(AppEndOutcome.EXISTS, "0", 0)
     assert (await _hash(client, keys.delivery(delivery_id)))["status"] == "pending"
-    assert await client.zscore(keys.DUE, delivery_id) is not None
-    assert await client.xlen(keys.LOG_OUTBOX) == outbox
+    assert await client.zscore(keys.due(keys.bucket_of(delivery_id)), delivery_id) is not None
+    assert await buckets.outbox_length(client) == outbox
 
 
 async def test_every_pending_delivery_of_the_deleted_application_ends(client: Redis) -> None:
@@ -130,7 +131,7 @@ async def test_every_pending_delivery_of_the_deleted_application_ends(client: Re
     taken = await store.lease([leased, done], TOKEN, NOW, LEASE_MS, 10)
     assert [j.delivery_id for j in taken.jobs] == [leased, done]
     assert (await _record(store, done)).status is RecordOutcome.SUCCEEDED
-    parked_at = keys.LUA_KEYS["parked"] + await _endpoint_of(client, parked)
+    parked_at = keys.parked(await _endpoint_of(client, parked))
     await client.zadd(parked_at, {parked: NOW})
     pending = [d for d in mine if d != done]
     assert sum([int(await client.get(keys.backlog(ep)) or 0) for ep in (first, second)]) == 5
@@ -148,7 +149,7 @@ async def test_every_pending_delivery_of_the_deleted_application_ends(client: Re
         )  # fmt: skip
         # Nothing dead is kept: no lease, no next time, no budget.
         assert not {"lease", "lease_until", "next_at", "budget"} & row.keys()
-        assert await client.zscore(keys.DUE, delivery_id) is None
+        assert await client.zscore(keys.due(keys.bucket_of(delivery_id)), delivery_id) is None
         assert states[delivery_id]["s"] == "failed"
         assert states[delivery_id]["e"] == "application_deleted"
     assert not await client.exists(parked_at)
@@ -156,11 +157,11 @@ async def test_every_pending_delivery_of_the_deleted_application_ends(client: Re
     assert states[done]["s"] == "succeeded"
     # Each endpoint's backlog counts its pending ones down to none.
     assert [await client.get(keys.backlog(ep)) for ep in (first, second)] == ["0", "0"]
-    assert int(await client.hget(keys.METRICS, "outcome:failed") or 0) == 5
+    assert (await buckets.metrics(client)).get("outcome:failed", 0) == 5
     # The other application's deliveries are untouched.
     for delivery_id in others:
         assert (await _hash(client, keys.delivery(delivery_id)))["status"] == "pending"
-        assert await client.zscore(keys.DUE, delivery_id) is not None
+        assert await client.zscore(keys.due(keys.bucket_of(delivery_id)), delivery_id) is not None
         assert delivery_id not in states
     assert await client.get(keys.backlog(other_ep)) == "2"
 
@@ -169,9 +170,9 @@ async def test_every_pending_delivery_of_the_deleted_application_ends(client: Re
     assert (await _hash(client, keys.delivery(leased)))["status"] == "failed"
 
     # A second scan finds nothing left to end.
-    outbox = await client.xlen(keys.LOG_OUTBOX)
+    outbox = await buckets.outbox_length(client)
     assert [a.ended for a in await _end_all(client, app_id)] == [0]
-    assert await client.xlen(keys.LOG_OUTBOX) == outbox
+    assert await buckets.outbox_length(client) == outbox
 
 
 async def test_a_scan_in_slices_goes_round_the_whole_due_set(client: Redis) -> None:
@@ -191,7 +192,7 @@ async def test_a_scan_in_slices_goes_round_the_whole_due_set(client: Redis) -> N
     statuses = {d: (await _hash(client, keys.delivery(d)))["status"] for d in mine + others}
     assert {statuses[d] for d in mine} == {"failed"}
     assert {statuses[d] for d in others} == {"pending"}
-    assert await client.zcard(keys.DUE) == len(others)
+    assert len(await buckets.due(client)) == len(others)
 
 
 async def test_an_application_without_endpoints_ends_nothing(client: Redis) -> None:
@@ -201,16 +202,16 @@ async def test_an_application_without_endpoints_ends_nothing(client: Redis) -> N
     assert await ApplicationStore(client, Scripts(client)).delete(app_id)
 
     assert await _end_all(client, app_id) == [AppEnded(AppEndOutcome.SCANNED, "0", 0)]
-    assert await client.zcard(keys.DUE) == len(others)
+    assert len(await buckets.due(client)) == len(others)
 
 
 async def test_a_delivery_named_by_its_endpoints_id_body_ends_too(client: Redis) -> None:
     # Schema 2 ended a delivery id with its endpoint's id body (history/backfill.py maps
     # those tails in endpoints:seqs); one may still be pending after the migration.
     app_id, (endpoint_id,) = await _tenant(client)
-    old = "dlv_" + new_id("msg", NOW)[4:] + endpoint_id[3:]
+    old = "dlv_" + new_id("msg", NOW, mark=mark_of(app_id))[4:] + endpoint_id[3:]
     await client.hset(keys.delivery(old), mapping={"status": "pending", "attempts": 0})
-    await client.zadd(keys.DUE, {old: NOW})
+    await client.zadd(keys.due(keys.bucket_of(old)), {old: NOW})
     assert await ApplicationStore(client, Scripts(client)).delete(app_id)
 
     assert [a.ended for a in await _end_all(client, app_id)] == [1]

@@ -12,6 +12,7 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.integration.conftest import save_endpoint
+from tests.support import buckets
 from webhook_service.ids import new_id
 from webhook_service.store import keys
 from webhook_service.store.applications import (
@@ -24,6 +25,7 @@ from webhook_service.store.applications import (
     AppSaveArgs,
     AppSaveMode,
     is_app_id,
+    new_app_id,
 )
 from webhook_service.store.scripts import Scripts
 
@@ -33,7 +35,7 @@ NOW = 1_800_000_000_000
 
 
 def _app(uid: str | None = "acme", at: int = NOW) -> ApplicationRecord:
-    return ApplicationRecord(new_id("app", at), "Acme", uid, {"tier": "gold"}, 2.5, at, at)
+    return ApplicationRecord(new_app_id(at, uid), "Acme", uid, {"tier": "gold"}, 2.5, at, at)
 
 
 def _store(client: Redis) -> ApplicationStore:
@@ -42,13 +44,21 @@ def _store(client: Redis) -> ApplicationStore:
 
 def test_the_args_are_the_mode_then_the_record_as_text() -> None:
     record = ApplicationRecord("app_1", "Acme", "acme", {"a": "b"}, 2.5, 5, 6)
-    assert AppSaveArgs.of(AppSaveMode.CREATE, record).argv() == [
-        "create", "app_1", "Acme", "acme", '{"a":"b"}', "2.5", 5, 6,
+    # The two flags: whether the uid, and the one an update drops, map in the application's
+    # bucket ("app_1" is no time id: the default bucket, 0, as is the uid "default"'s).
+    assert AppSaveArgs.of(AppSaveMode.UPDATE, record).argv() == [
+        "update", "app_1", "Acme", "acme", '{"a":"b"}', "2.5", 5, 6, "0", "0",
     ]  # fmt: skip
     bare = ApplicationRecord("app_1", "Acme", None, {}, None, 5, 6)
-    assert AppSaveArgs.of(AppSaveMode.UPDATE, bare).argv() == [
-        "update", "app_1", "Acme", "", "", "", 5, 6,
+    assert AppSaveArgs.of(AppSaveMode.UPDATE, bare, "default").argv() == [
+        "update", "app_1", "Acme", "", "", "", 5, 6, "0", "1",
     ]  # fmt: skip
+    made = ApplicationRecord(new_app_id(5, "acme"), "Acme", "acme", {}, None, 5, 6)
+    assert AppSaveArgs.of(AppSaveMode.CREATE, made).argv()[-2:] == ["1", "0"]
+    assert AppSaveArgs.of(AppSaveMode.CREATE, made).keys() == [keys.app(made.id)]
+    # A creation is one step: its id is of its uid's bucket, or it is refused.
+    with pytest.raises(ValueError, match="new_app_id"):
+        AppSaveArgs.of(AppSaveMode.CREATE, record)
 
 
 def test_an_id_is_told_from_a_uid_by_its_look() -> None:
@@ -66,8 +76,10 @@ async def test_created_writes_the_record_its_uid_and_its_place_in_apps(client: R
         "name": "Acme", "uid": "acme", "metadata": '{"tier":"gold"}', "rate_limit": "2.5",
         "created": str(NOW), "updated": str(NOW),
     }  # fmt: skip
-    assert await client.hgetall(keys.APPS_UID) == {"acme": record.id}
-    assert await client.zrange(keys.APPS, 0, -1, withscores=True) == [(record.id, 0.0)]
+    assert await buckets.uid_map(client) == {"acme": record.id}
+    assert await client.zrange(keys.apps(keys.bucket_of(record.id)), 0, -1, withscores=True) == [
+        (record.id, 0.0)
+    ]
     assert await store.get(record.id) == record
     assert await store.resolve(record.id) == record
     assert await store.resolve("acme") == record
@@ -79,7 +91,7 @@ async def test_an_application_without_uid_metadata_or_limit_round_trips(client: 
     record = replace(_app(None), metadata={}, rate_limit=None)
     assert await store.create(record) is ApplicationOutcome.CREATED
     assert await store.get(record.id) == record
-    assert not await client.exists(keys.APPS_UID)
+    assert await buckets.uid_map(client) == {}
 
 
 async def test_a_uid_held_by_another_is_taken_and_nothing_written(client: Redis) -> None:
@@ -92,7 +104,7 @@ async def test_a_uid_held_by_another_is_taken_and_nothing_written(client: Redis)
     assert await store.create(second) is ApplicationOutcome.UID_TAKEN
     assert not await client.exists(keys.app(second.id))
     assert await client.dbsize() == size
-    assert await client.hgetall(keys.APPS_UID) == {"acme": first.id}
+    assert await buckets.uid_map(client) == {"acme": first.id}
 
 
 async def test_of_many_creations_with_one_uid_at_once_one_wins(client: Redis) -> None:
@@ -106,7 +118,7 @@ async def test_of_many_creations_with_one_uid_at_once_one_wins(client: Redis) ->
     )
     (winner,) = [r for r, o in zip(records, outcomes, strict=True) if o == "created"]
     assert await store.id_of_uid("acme") == winner.id
-    assert await client.zcard(keys.APPS) == 1
+    assert len(await buckets.apps(client)) == 1
 
 
 async def test_the_default_uid_is_the_default_applications_alone(client: Redis) -> None:
@@ -124,10 +136,9 @@ async def test_a_creation_of_an_id_that_exists_writes_nothing(client: Redis) -> 
     store = _store(client)
     record = _app()
     assert await store.create(record) is ApplicationOutcome.CREATED
-    again = replace(record, name="Other", uid="other")
+    again = replace(record, name="Other", uid=None)
     assert await store.create(again) is ApplicationOutcome.EXISTS
     assert await store.get(record.id) == record
-    assert await store.id_of_uid("other") is None
 
 
 async def test_an_update_rewrites_the_record_and_moves_its_uid(client: Redis) -> None:
@@ -143,7 +154,7 @@ async def test_an_update_rewrites_the_record_and_moves_its_uid(client: Redis) ->
 
     # Its created time is its own; the old uid is free for anyone at once.
     assert await store.get(record.id) == replace(changed, created_ms=NOW)
-    assert await client.hgetall(keys.APPS_UID) == {"acme-inc": record.id}
+    assert await buckets.uid_map(client) == {"acme-inc": record.id}
     taker = _app(at=NOW + 1)
     assert await store.create(taker) is ApplicationOutcome.CREATED
     assert await store.id_of_uid("acme") == taker.id
@@ -164,7 +175,7 @@ async def test_an_update_to_a_uid_another_holds_writes_nothing(client: Redis) ->
         ApplicationOutcome.UID_TAKEN
     )
     assert await store.get(second.id) == second
-    assert await client.hgetall(keys.APPS_UID) == {"acme": first.id, "beta": second.id}
+    assert await buckets.uid_map(client) == {"acme": first.id, "beta": second.id}
 
 
 async def test_an_update_of_no_application_is_missing(client: Redis) -> None:
@@ -175,7 +186,7 @@ async def test_an_update_of_no_application_is_missing(client: Redis) -> None:
 async def test_an_unknown_mode_is_an_error(client: Redis) -> None:
     args = AppSaveArgs.of(AppSaveMode.CREATE, _app()).argv()
     with pytest.raises(Exception, match="unknown mode"):
-        await Scripts(client).run("app_save", ["upsert", *args[1:]])
+        await Scripts(client).run("app_save", [keys.app(_app().id)], ["upsert", *args[1:]])
 
 
 async def test_pages_list_newest_first_and_a_uid_finds_its_one(client: Redis) -> None:
@@ -212,7 +223,7 @@ async def test_ensure_default_creates_it_once(client: Redis) -> None:
         DEFAULT_APP_ID, DEFAULT_APP_NAME, DEFAULT_APP_UID, {}, None,
     )  # fmt: skip
     assert await store.resolve(DEFAULT_APP_UID) == made
-    assert await client.zrange(keys.APPS, 0, -1) == [DEFAULT_APP_ID]
+    assert await buckets.apps(client) == [DEFAULT_APP_ID]
 
 
 async def test_delete_takes_the_record_its_uid_and_its_limiter(client: Redis) -> None:
@@ -224,8 +235,8 @@ async def test_delete_takes_the_record_its_uid_and_its_limiter(client: Redis) ->
 
     assert await store.delete(record.id) is True
     assert not await client.exists(keys.app(record.id), keys.app_limit(record.id))
-    assert await client.hgetall(keys.APPS_UID) == {"kept": kept.id}
-    assert await client.zrange(keys.APPS, 0, -1) == [kept.id]
+    assert await buckets.uid_map(client) == {"kept": kept.id}
+    assert await buckets.apps(client) == [kept.id]
     assert await store.get(record.id) is None and await store.resolve("acme") is None
     assert await store.delete(record.id) is False
     # Its uid is anyone's now.

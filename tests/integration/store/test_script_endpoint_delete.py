@@ -11,7 +11,7 @@ from tests.integration.conftest import save_endpoint
 from tests.integration.store.tenants import app_endpoint, new_app
 from webhook_service.ids import seq_tail
 from webhook_service.store import keys
-from webhook_service.store.applications import DEFAULT_APP_ID
+from webhook_service.store.applications import DEFAULT_APP_ID, DEFAULT_APP_UID
 from webhook_service.store.endpoints import EndpointDeleteArgs, EndpointStore
 from webhook_service.store.scripts import Scripts
 from webhook_service.timeutil import now_ms
@@ -23,6 +23,7 @@ TYPE = "delete.one"
 
 def test_the_args_are_the_endpoint_id() -> None:
     assert EndpointDeleteArgs("ep_1").argv() == ["ep_1"]
+    assert EndpointDeleteArgs("ep_1").keys() == [keys.endpoint("ep_1")]
 
 
 async def test_an_endpoint_goes_with_its_keys_and_subscriptions(client: Redis) -> None:
@@ -30,20 +31,20 @@ async def test_an_endpoint_goes_with_its_keys_and_subscriptions(client: Redis) -
     endpoint_id = await save_endpoint(scripts, TYPE, now_ms())
     other = await save_endpoint(scripts, TYPE, now_ms())
     await client.hset(keys.endpoint(endpoint_id), "operations", "1")
-    await client.sadd(keys.SUB_OPS, endpoint_id)
+    await client.sadd(keys.sub_ops(), endpoint_id)
     own = [
-        keys.LUA_KEYS[template] + endpoint_id
+        keys.in_bucket(keys.bucket_of(endpoint_id), template, endpoint_id)
         for template in ("inflight", "parked", "rate", "backlog", "ep_stats")
     ]
     for key in own:
         await client.set(key, "1")
 
     assert await EndpointStore(client, scripts).delete(endpoint_id) is True
-    assert not await client.exists(keys.endpoint(endpoint_id), keys.SUB_OPS, *own)
+    assert not await client.exists(keys.endpoint(endpoint_id), keys.sub_ops(), *own)
     assert await client.smembers(keys.sub_type(DEFAULT_APP_ID, TYPE)) == {other}
-    assert await client.zrange(keys.ENDPOINTS, 0, -1) == [other]
+    assert await client.zrange(keys.endpoints(0), 0, -1) == [other]
     assert await client.zrange(keys.app_endpoints(DEFAULT_APP_ID), 0, -1) == [other]
-    assert await client.hget(keys.ENDPOINT_SEQS, seq_tail(1)) == endpoint_id
+    assert await client.hget(keys.endpoint_seqs(0), seq_tail(1)) == endpoint_id
 
 
 async def test_an_endpoint_leaves_its_applications_sets(client: Redis) -> None:
@@ -68,10 +69,11 @@ async def test_no_such_endpoint_is_not_found_and_nothing_changes(client: Redis) 
     assert await store.delete(endpoint_id) is True
     assert await store.delete(endpoint_id) is False
     assert await store.delete("ep_nothere") is False
-    assert await scripts.run("endpoint_delete", EndpointDeleteArgs("ep_nothere").argv()) == 0
+    args = EndpointDeleteArgs("ep_nothere")
+    assert await scripts.run("endpoint_delete", args.keys(), args.argv()) == 0
     # What is left is the sequence counter, the map of the deleted endpoint's tail, and its
     # application, which its first endpoint made.
     assert set(await client.keys("*")) == {
-        keys.ENDPOINT_SEQ, keys.ENDPOINT_SEQS, keys.app(DEFAULT_APP_ID), keys.APPS,
-        keys.APPS_UID,
+        keys.endpoint_seq(0), keys.endpoint_seqs(0), keys.app(DEFAULT_APP_ID), keys.apps(0),
+        keys.apps_uid(DEFAULT_APP_UID),
     }  # fmt: skip

@@ -4,11 +4,13 @@ number, its application's set and its subscriptions as the script leaves them.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from redis.asyncio import Redis
 
 from tests.integration.store.tenants import new_app
-from webhook_service.ids import new_id, seq_tail
+from webhook_service.ids import mark_of, new_id, seq_tail
 from webhook_service.store import keys
 from webhook_service.store.applications import DEFAULT_APP_ID, DEFAULT_APP_UID, ApplicationStore
 from webhook_service.store.endpoints import (
@@ -37,7 +39,8 @@ def _record(
 ) -> EndpointRecord:
     at = now_ms()
     return EndpointRecord(
-        id=new_id("ep", at), url="http://127.0.0.1:9/x", description="first",
+        id=new_id("ep", at, mark=mark_of(application)), url="http://127.0.0.1:9/x",
+        description="first",
         event_types=event_types, disabled=False, created_ms=at, updated_ms=at,
         secrets=[SealedSecret("v1:sealed")], operations=operations, application=application,
         channels=channels,
@@ -52,6 +55,17 @@ def test_the_args_are_the_id_the_limit_the_application_then_the_field_pairs() ->
     args = EndpointSaveArgs("ep_1", 3, {"url": "http://x", "created": 5}, "app_1")
     assert args.argv() == ["ep_1", 3, "app_1", "url", "http://x", "created", 5]
     assert EndpointSaveArgs("ep_1", 0, {}).argv() == ["ep_1", 0, DEFAULT_APP_ID]
+    assert args.keys() == [keys.endpoint("ep_1")]
+
+
+async def test_a_new_endpoint_of_another_buckets_id_is_refused(client: Redis) -> None:
+    app_id = await new_app(client, now_ms(), uid="bucket-nine")  # a bucket but 0
+    record = _record([ONE], application=DEFAULT_APP_ID)
+    with pytest.raises(ValueError, match="bucket"):
+        await EndpointStore(client, Scripts(client)).save(
+            replace(record, application=app_id), creating=True
+        )
+    assert not await client.exists(keys.endpoint(record.id))
 
 
 async def test_a_new_endpoint_is_created_with_the_next_sequence_number(client: Redis) -> None:
@@ -66,10 +80,10 @@ async def test_a_new_endpoint_is_created_with_the_next_sequence_number(client: R
     )  # fmt: skip
     assert raw["channels"] == ""
     assert await client.hget(keys.endpoint(second.id), "seq") == "2"
-    assert await client.hgetall(keys.ENDPOINT_SEQS) == {
+    assert await client.hgetall(keys.endpoint_seqs(0)) == {
         seq_tail(1): first.id, seq_tail(2): second.id,
     }  # fmt: skip
-    for index in (keys.ENDPOINTS, keys.app_endpoints(DEFAULT_APP_ID)):
+    for index in (keys.endpoints(0), keys.app_endpoints(DEFAULT_APP_ID)):
         assert set(await client.zrange(index, 0, -1, withscores=True)) == {
             (first.id, 0.0), (second.id, 0.0),
         }  # fmt: skip
@@ -77,7 +91,7 @@ async def test_a_new_endpoint_is_created_with_the_next_sequence_number(client: R
     assert await client.smembers(_subscribed(TWO)) == {first.id}
     # No types: every type.
     assert await client.smembers(keys.sub_all(DEFAULT_APP_ID)) == {second.id}
-    assert not await client.exists(keys.SUB_OPS)
+    assert not await client.exists(keys.sub_ops())
     # The first endpoint of the default application made it.
     made = await ApplicationStore(client, Scripts(client)).get(DEFAULT_APP_ID)
     assert made is not None and made.uid == DEFAULT_APP_UID
@@ -114,13 +128,13 @@ async def test_a_new_endpoint_of_no_application_is_refused_and_nothing_written(
     client: Redis,
 ) -> None:
     scripts = Scripts(client)
-    missing = new_id("app", now_ms())
+    missing = new_id("app", now_ms(), mark=9)
     record = _record([ONE], application=missing)
 
     with pytest.raises(ApplicationMissing):
         await EndpointStore(client, scripts).save(record, creating=True)
     args = EndpointSaveArgs(record.id, 0, {"url": record.url, "event_types": ""}, missing)
-    assert await scripts.run("endpoint_save", args.argv()) == SaveOutcome.NO_APP
+    assert await scripts.run("endpoint_save", args.keys(), args.argv()) == SaveOutcome.NO_APP
     assert await client.dbsize() == 0
 
 
@@ -137,14 +151,14 @@ async def test_an_update_moves_the_subscriptions_and_keeps_the_sequence_number(
     raw = await client.hgetall(keys.endpoint(record.id))
     assert (raw["description"], raw["operations"], raw["seq"]) == ("second", "1", "1")
     assert raw["secrets"] == '[{"k":"v1:sealed","exp":null}]'  # only creation writes them
-    assert await client.get(keys.ENDPOINT_SEQ) == "1"
+    assert await client.get(keys.endpoint_seq(0)) == "1"
     assert not await client.exists(_subscribed(ONE))
     assert await client.smembers(_subscribed(TWO)) == {record.id}
-    assert await client.smembers(keys.SUB_OPS) == {record.id}
+    assert await client.smembers(keys.sub_ops()) == {record.id}
 
     record.event_types, record.operations = None, False
     assert await store.save(record, creating=False) is SaveOutcome.UPDATED
-    assert not await client.exists(_subscribed(TWO), keys.SUB_OPS)
+    assert not await client.exists(_subscribed(TWO), keys.sub_ops())
     assert await client.smembers(keys.sub_all(DEFAULT_APP_ID)) == {record.id}
 
 
@@ -161,18 +175,21 @@ async def test_past_its_applications_limit_a_new_endpoint_is_refused_and_nothing
         await store.save(refused, creating=True, max_endpoints=1)
     # The script's own answer, for the same arguments.
     args = EndpointSaveArgs(refused.id, 1, {"url": refused.url, "event_types": ""})
-    assert await scripts.run("endpoint_save", args.argv()) == SaveOutcome.LIMIT_REACHED
+    assert await scripts.run("endpoint_save", args.keys(), args.argv()) == (
+        SaveOutcome.LIMIT_REACHED
+    )
     assert not await client.exists(
         keys.endpoint(refused.id), _subscribed(TWO), keys.sub_all(DEFAULT_APP_ID)
     )
-    assert await client.zrange(keys.ENDPOINTS, 0, -1) == [kept.id]
-    assert await client.get(keys.ENDPOINT_SEQ) == "1"
+    assert await client.zrange(keys.endpoints(0), 0, -1) == [kept.id]
+    assert await client.get(keys.endpoint_seq(0)) == "1"
 
     # The limit is each application's: another one's first endpoint is taken.
     other = await new_app(client, now_ms())
     elsewhere = _record([TWO], application=other)
     assert await store.save(elsewhere, creating=True, max_endpoints=1) is SaveOutcome.CREATED
-    assert await client.zcard(keys.ENDPOINTS) == 2
+    assert elsewhere.id in await client.zrange(keys.endpoints(keys.bucket_of(other)), 0, -1)
+    assert await client.zcard(keys.app_endpoints(other)) == 1
 
     # Changing an endpoint adds none: at the limit it still works.
     kept.description = "changed"

@@ -48,5 +48,5 @@ async def test_no_such_endpoint_is_not_found_and_not_made(client: Redis) -> None
     for disabled in (True, False):
         assert await store.set_disabled("ep_nothere", disabled, now_ms()) is False
     args = EndpointStateArgs("ep_nothere", True, now_ms())
-    assert await scripts.run("endpoint_state", args.argv()) == 0
+    assert await scripts.run("endpoint_state", args.keys(), args.argv()) == 0
     assert not await client.exists(keys.endpoint("ep_nothere"))

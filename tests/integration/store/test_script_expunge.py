@@ -4,11 +4,11 @@ answer it gives, the typed reply, and what it left in Redis."""
 from __future__ import annotations
 
 import json
-from typing import cast
 
 import pytest
 from redis.asyncio import Redis
 
+from tests.support import buckets
 from webhook_service.ids import new_id
 from webhook_service.store import keys
 from webhook_service.store.events import EventStore, Expunged, ExpungeOutcome
@@ -30,14 +30,14 @@ async def _event(events: EventStore) -> str:
 
 async def _outbox(client: Redis) -> list[dict[str, str]]:
     """The log outbox's entries, oldest first: their fields."""
-    entries = cast(list[tuple[str, dict[str, str]]], await client.xrange(keys.LOG_OUTBOX))
+    entries = await buckets.outbox(client)
     return [fields for _, fields in entries]
 
 
 async def test_expunged_deletes_the_body_once_and_logs_it(client: Redis) -> None:
     events = EventStore(client, Scripts(client))
     event_id = await _event(events)
-    outbox = await client.xlen(keys.LOG_OUTBOX)
+    outbox = await buckets.outbox_length(client)
 
     expunged = await events.expunge_payload(event_id, NOW + 5, sender="key_1")
 
@@ -51,13 +51,13 @@ async def test_expunged_deletes_the_body_once_and_logs_it(client: Redis) -> None
     again = await events.expunge_payload(event_id, NOW + 9, sender=None)
     assert again.outcome is ExpungeOutcome.EXPUNGED
     assert await client.hget(keys.event(event_id), "expunged") == str(NOW + 5)
-    assert await client.xlen(keys.LOG_OUTBOX) == outbox + 1
+    assert await buckets.outbox_length(client) == outbox + 1
 
 
 async def test_missing_for_no_event_or_another_keys(client: Redis) -> None:
     events = EventStore(client, Scripts(client))
     event_id = await _event(events)
-    outbox = await client.xlen(keys.LOG_OUTBOX)
+    outbox = await buckets.outbox_length(client)
 
     unknown = await events.expunge_payload(new_id("msg", NOW), NOW + 5, sender=None)
     assert unknown == Expunged(ExpungeOutcome.MISSING)
@@ -65,4 +65,4 @@ async def test_missing_for_no_event_or_another_keys(client: Redis) -> None:
     other_key = await events.expunge_payload(event_id, NOW + 5, sender="key_2")
     assert other_key == Expunged(ExpungeOutcome.MISSING)
     assert await client.hget(keys.event(event_id), "body") == "{}"
-    assert await client.xlen(keys.LOG_OUTBOX) == outbox
+    assert await buckets.outbox_length(client) == outbox

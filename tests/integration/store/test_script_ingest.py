@@ -12,13 +12,15 @@ from redis.asyncio import Redis
 
 from tests.integration.conftest import save_endpoint
 from tests.integration.store.tenants import app_endpoint, new_app
-from webhook_service.ids import new_id
+from tests.support import buckets
+from webhook_service.ids import mark_of, new_id
 from webhook_service.store import keys
 from webhook_service.store.applications import (
     DEFAULT_APP_ID,
     DEFAULT_APP_UID,
     ApplicationStore,
     NewApplication,
+    new_app_id,
 )
 from webhook_service.store.events import (
     Accepted,
@@ -58,9 +60,10 @@ async def _accept(
     create_app: NewApplication | None = None,
 ) -> Accepted:
     return await EventStore(client, Scripts(client)).accept(
-        event_id=new_id("msg", now), event_type=TYPE, body=BODY, key_id="key_1", now_ms=now,
-        budget=3, grace_ms=GRACE_MS, idempotency=idempotency, wakeup=wakeup,
-        backlog_max=backlog_max, app_id=app_id, channels=channels, create_app=create_app,
+        event_id=new_id("msg", now, mark=mark_of(app_id)), event_type=TYPE, body=BODY,
+        key_id="key_1", now_ms=now, budget=3, grace_ms=GRACE_MS, idempotency=idempotency,
+        wakeup=wakeup, backlog_max=backlog_max, app_id=app_id, channels=channels,
+        create_app=create_app,
     )  # fmt: skip
 
 
@@ -76,7 +79,7 @@ async def _reached(client: Redis, accepted: Accepted) -> set[str]:
 
 async def _outbox(client: Redis) -> list[dict[str, str]]:
     """The log outbox's entries, oldest first: their fields."""
-    entries = cast(list[tuple[str, dict[str, str]]], await client.xrange(keys.LOG_OUTBOX))
+    entries = await buckets.outbox(client)
     return [fields for _, fields in entries]
 
 
@@ -102,9 +105,12 @@ async def test_created_fans_out_to_every_subscribed_endpoint(client: Redis) -> N
         assert (delivery["status"], delivery["attempts"], delivery["budget"]) == (
             "pending", "0", "3",
         )  # fmt: skip
-        assert await client.zscore(keys.DUE, delivery_id) == NOW + GRACE_MS
+        assert (
+            await client.zscore(keys.due(keys.bucket_of(delivery_id)), delivery_id)
+            == NOW + GRACE_MS
+        )
     assert [await client.get(keys.backlog(ep)) for ep in (first, second)] == ["1", "1"]
-    assert await client.hget(keys.METRICS, "events_accepted") == "1"
+    assert await client.hget(keys.metrics(0), "events_accepted") == "1"
     (record,) = await _outbox(client)
     assert record[keys.OutboxField.BODY] == BODY
     logged = json.loads(record[keys.OutboxField.EVENT])
@@ -181,7 +187,7 @@ async def test_a_full_outbox_refuses_before_writing(client: Redis) -> None:
 
     assert refused == Accepted(IngestOutcome.BACKLOG_FULL)
     assert (await client.dbsize(), len(await _outbox(client))) == (size, outbox)
-    assert await client.hget(keys.METRICS, "events_accepted") == "2"
+    assert await client.hget(keys.metrics(0), "events_accepted") == "2"
     # One record fewer and it is taken.
     created = await _accept(client, NOW + 3, backlog_max=outbox + 1)
     assert created.outcome is IngestOutcome.CREATED
@@ -205,7 +211,7 @@ async def test_a_disabled_endpoints_delivery_is_kept_but_not_pending(client: Red
     kept, status = statuses[disabled]
     assert status == "disabled"
     assert await client.hget(keys.delivery(kept), "status") == "disabled"
-    assert await client.zscore(keys.DUE, kept) is None
+    assert await client.zscore(keys.due(keys.bucket_of(kept)), kept) is None
     assert await client.get(keys.backlog(disabled)) is None
 
 
@@ -219,7 +225,7 @@ async def test_an_inline_wakeup_is_queued_with_the_event(client: Redis) -> None:
     (pending,) = accepted.delivery_ids
     (message,) = cast(list[str], await client.lrange(queue, 0, -1))
     assert message.startswith(f"{accepted.event_id}.1 {pending}")
-    assert await client.hget(keys.LUA_KEYS["wakeup"] + queue, "task") == f"{accepted.event_id}.1"
+    assert await client.hget(keys.wakeup(0, queue), "task") == f"{accepted.event_id}.1"
 
 
 def test_an_application_to_create_must_be_the_events() -> None:
@@ -236,7 +242,7 @@ async def test_the_default_application_is_made_by_its_first_event(client: Redis)
     assert (accepted.outcome, accepted.fanout) == (IngestOutcome.CREATED, 0)
     made = await ApplicationStore(client, Scripts(client)).get(DEFAULT_APP_ID)
     assert made is not None and (made.uid, made.created_ms) == (DEFAULT_APP_UID, NOW)
-    assert await client.hget(keys.APPS_UID, DEFAULT_APP_UID) == DEFAULT_APP_ID
+    assert await client.hget(keys.apps_uid(DEFAULT_APP_UID), DEFAULT_APP_UID) == DEFAULT_APP_ID
     again = await _accept(client, NOW + 1)
     assert again.outcome is IngestOutcome.CREATED
     assert await ApplicationStore(client, Scripts(client)).get(DEFAULT_APP_ID) == made
@@ -252,7 +258,7 @@ async def test_no_app_when_the_application_is_missing_and_none_is_made(client: R
 
 
 async def test_an_application_to_create_is_made_in_the_same_step(client: Redis) -> None:
-    app_id = new_id("app", NOW)
+    app_id = new_app_id(NOW, "acme")  # of its uid's bucket: one step makes both
     new = NewApplication(app_id, "acme", "Acme")
 
     accepted = await _accept(client, app_id=app_id, create_app=new, idempotency=_claim())
@@ -266,7 +272,7 @@ async def test_an_application_to_create_is_made_in_the_same_step(client: Redis) 
     assert await client.hget(keys.event(accepted.event_id), "app") == app_id
     assert await client.exists(keys.idempotency(app_id, "key_1", "order-1"))
     # Once it exists it is used as it is, whatever the next event would have named it.
-    renamed = NewApplication(app_id, "acme-2", "Other")
+    renamed = NewApplication(app_id, None, "Other")
     assert (await _accept(client, NOW + 1, app_id=app_id, create_app=renamed)).outcome is (
         IngestOutcome.CREATED
     )
@@ -276,7 +282,7 @@ async def test_an_application_to_create_is_made_in_the_same_step(client: Redis) 
 async def test_an_application_whose_uid_was_taken_meanwhile_is_no_app(client: Redis) -> None:
     holder = await new_app(client, NOW, uid="acme")
     size = await client.dbsize()
-    raced = new_id("app", NOW + 1)
+    raced = new_app_id(NOW + 1, "acme")
 
     refused = await _accept(
         client, app_id=raced, create_app=NewApplication(raced, "acme", "Acme"),
@@ -285,7 +291,7 @@ async def test_an_application_whose_uid_was_taken_meanwhile_is_no_app(client: Re
 
     assert refused == Accepted(IngestOutcome.NO_APP)
     assert await client.dbsize() == size and not await client.exists(keys.app(raced))
-    assert await client.hget(keys.APPS_UID, "acme") == holder
+    assert await client.hget(keys.apps_uid("acme"), "acme") == holder
 
 
 async def test_two_applications_with_one_type_never_reach_each_others_endpoints(

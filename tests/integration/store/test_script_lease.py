@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 
 from tests.integration.conftest import save_endpoint
 from tests.integration.store.tenants import app_endpoint, new_app
-from webhook_service.ids import new_id
+from webhook_service.ids import mark_of, new_id
 from webhook_service.store import keys
 from webhook_service.store.applications import DEFAULT_APP_ID
 from webhook_service.store.deliveries import DeliveryStore, Job, LeaseResult, LeaseSkip
@@ -46,9 +46,9 @@ async def _event(
 ) -> tuple[str, list[str]]:
     """A new event of TYPE: its id and its (pending) deliveries, one per endpoint."""
     accepted = await EventStore(client, Scripts(client)).accept(
-        event_id=new_id("msg", at), event_type=TYPE, body=BODY, key_id="key_1", now_ms=at,
-        budget=3, grace_ms=GRACE_MS, idempotency=None, wakeup=None, backlog_max=1_000_000,
-        app_id=app_id,
+        event_id=new_id("msg", at, mark=mark_of(app_id)), event_type=TYPE, body=BODY,
+        key_id="key_1", now_ms=at, budget=3, grace_ms=GRACE_MS, idempotency=None, wakeup=None,
+        backlog_max=1_000_000, app_id=app_id,
     )  # fmt: skip
     return accepted.event_id, list(accepted.delivery_ids)
 
@@ -83,7 +83,7 @@ async def _delivery(client: Redis, delivery_id: str) -> dict[str, str]:
 async def _last_state(client: Redis) -> dict[str, object]:
     """The state record the newest log outbox entry holds."""
     ((_, fields),) = cast(
-        list[tuple[str, dict[str, str]]], await client.xrevrange(keys.LOG_OUTBOX, count=1)
+        list[tuple[str, dict[str, str]]], await client.xrevrange(keys.outbox(0), count=1)
     )
     state: dict[str, object] = json.loads(fields[keys.OutboxField.STATE])
     return state
@@ -104,19 +104,19 @@ async def test_go_leases_the_delivery_with_everything_its_send_needs(client: Red
     assert (delivery["lease"], delivery["lease_until"]) == (TOKEN, str(until))
     assert (delivery["status"], delivery["attempts"]) == ("pending", "0")
     # A worker dying mid-send is woken again at the lease's end.
-    assert await client.zscore(keys.DUE, delivery_id) == until
-    assert await client.zscore(keys.LUA_KEYS["inflight"] + endpoint_id, delivery_id) == until
+    assert await client.zscore(keys.due(keys.bucket_of(delivery_id)), delivery_id) == until
+    assert await client.zscore(keys.inflight(endpoint_id), delivery_id) == until
 
 
 async def test_gone_drops_the_due_entry_of_a_delivery_redis_does_not_hold(
     client: Redis,
 ) -> None:
-    await client.zadd(keys.DUE, {"dlv_nothere": NOW})
+    await client.zadd(keys.due(0), {"dlv_nothere": NOW})
 
     leased = await _lease(client, ["dlv_nothere"], NOW + 1)
 
     assert leased == LeaseResult([], {"dlv_nothere": LeaseSkip.GONE})
-    assert await client.zscore(keys.DUE, "dlv_nothere") is None
+    assert await client.zscore(keys.due(0), "dlv_nothere") is None
 
 
 async def test_done_drops_the_due_entry_of_a_finished_delivery(client: Redis) -> None:
@@ -127,7 +127,7 @@ async def test_done_drops_the_due_entry_of_a_finished_delivery(client: Redis) ->
     leased = await _lease(client, [delivery_id], NOW + 1)
 
     assert leased.skipped == {delivery_id: LeaseSkip.DONE} and not leased.jobs
-    assert await client.zscore(keys.DUE, delivery_id) is None
+    assert await client.zscore(keys.due(keys.bucket_of(delivery_id)), delivery_id) is None
     assert "lease" not in await _delivery(client, delivery_id)
 
 
@@ -152,7 +152,9 @@ async def test_early_for_a_wakeup_before_the_delivery_is_due(client: Redis) -> N
 
     assert leased == LeaseResult([], {delivery_id: LeaseSkip.EARLY})
     assert "lease" not in await _delivery(client, delivery_id)
-    assert await client.zscore(keys.DUE, delivery_id) == NOW + GRACE_MS  # it will wake it
+    assert (
+        await client.zscore(keys.due(keys.bucket_of(delivery_id)), delivery_id) == NOW + GRACE_MS
+    )  # it will wake it
 
 
 @pytest.mark.parametrize("lost", ["endpoint", "payload"])
@@ -174,8 +176,8 @@ async def test_failed_unsent_when_its_endpoint_or_its_payload_is_gone(
     assert (delivery["status"], delivery["error"], delivery["updated"]) == (
         "failed", why, str(NOW + 1),
     )  # fmt: skip
-    assert await client.zscore(keys.DUE, delivery_id) is None
-    assert await client.hget(keys.METRICS, "outcome:failed") == "1"
+    assert await client.zscore(keys.due(keys.bucket_of(delivery_id)), delivery_id) is None
+    assert await client.hget(keys.metrics(0), "outcome:failed") == "1"
     # The backlog counts an endpoint that is still there.
     assert await client.get(keys.backlog(endpoint_id)) == ("1" if lost == "endpoint" else "0")
     state = await _last_state(client)
@@ -192,9 +194,9 @@ async def test_disabled_when_its_endpoint_is(client: Redis) -> None:
     assert leased == LeaseResult([], {delivery_id: LeaseSkip.DISABLED})
     delivery = await _delivery(client, delivery_id)
     assert (delivery["status"], delivery["updated"]) == ("disabled", str(NOW + 1))
-    assert await client.zscore(keys.DUE, delivery_id) is None
+    assert await client.zscore(keys.due(keys.bucket_of(delivery_id)), delivery_id) is None
     assert await client.get(keys.backlog(endpoint_id)) == "0"
-    assert await client.hget(keys.METRICS, "outcome:disabled") == "1"
+    assert await client.hget(keys.metrics(0), "outcome:disabled") == "1"
     assert (await _last_state(client))["s"] == "disabled"
 
 
@@ -207,11 +209,11 @@ async def test_busy_parks_what_passes_the_endpoints_in_flight_limit(client: Redi
 
     assert [job.delivery_id for job in leased.jobs] == [first]
     assert leased.skipped == {second: LeaseSkip.BUSY}
-    assert await client.zrange(keys.LUA_KEYS["parked"] + endpoint_id, 0, -1, withscores=True) == [
+    assert await client.zrange(keys.parked(endpoint_id), 0, -1, withscores=True) == [
         (second, NOW + 2)
     ]
     # Should no slot free within a lease, its due entry wakes it.
-    assert await client.zscore(keys.DUE, second) == NOW + 2 + LEASE_MS
+    assert await client.zscore(keys.due(keys.bucket_of(second)), second) == NOW + 2 + LEASE_MS
     assert "lease" not in await _delivery(client, second)
 
 
@@ -226,7 +228,7 @@ async def test_throttled_by_the_endpoints_rate_limit(client: Redis) -> None:
     assert [job.delivery_id for job in leased.jobs] == [first]
     assert leased.skipped == {second: LeaseSkip.THROTTLED}
     # Due again when the limit lets it go.
-    assert await client.zscore(keys.DUE, second) == NOW + 2 + 1000
+    assert await client.zscore(keys.due(keys.bucket_of(second)), second) == NOW + 2 + 1000
     assert "lease" not in await _delivery(client, second)
 
 
@@ -236,7 +238,7 @@ async def test_a_wakeups_marker_leases_the_ids_that_joined_it_and_ends_its_list(
     for _ in range(3):
         await _endpoint(client)
     _, (named, *joined) = await _event(client)
-    more = keys.LUA_KEYS["wakeup_more"] + "msg_task.1"
+    more = keys.wakeup_more("msg_task.1")  # no time id: of bucket 0, as the event is
     await client.rpush(more, *joined)
 
     leased = await _lease(client, [named, "+msg_task.1"], NOW + 1)
@@ -265,9 +267,9 @@ async def test_app_busy_parks_what_passes_the_applications_in_flight_cap(client:
     ]
     # Should no slot free within a lease, its due entry wakes it; its endpoint had room, so
     # it waits in the application's line alone.
-    assert await client.zscore(keys.DUE, waiting) == until
+    assert await client.zscore(keys.due(keys.bucket_of(waiting)), waiting) == until
     assert "lease" not in await _delivery(client, waiting)
-    assert not await client.exists(keys.LUA_KEYS["parked"] + leased.jobs[0].endpoint_id)
+    assert not await client.exists(keys.parked(leased.jobs[0].endpoint_id))
 
     # Another application's deliveries are not held back by this one's.
     other = await _tenant(client, 1)

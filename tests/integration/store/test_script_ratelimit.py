@@ -18,7 +18,9 @@ GLACIAL = 0.001
 
 
 def test_the_args_are_the_name_the_rate_then_the_burst() -> None:
-    assert RateLimitArgs("apikey:k1", 2.5, 3).argv() == ["apikey:k1", 2.5, 3]
+    assert RateLimitArgs("apikey:k1", 2.5, 3).argv() == [2.5, 3]
+    # The limiter's own key, of no bucket: the script's only one.
+    assert RateLimitArgs("apikey:k1", 2.5, 3).keys() == [keys.limit("apikey:k1")]
 
 
 async def test_a_request_that_may_go_is_counted_in_its_key(client: Redis) -> None:
@@ -42,7 +44,8 @@ async def test_a_refused_request_answers_the_wait_and_counts_nothing(client: Red
     wait = await limiter.acquire("script.wait", GLACIAL, 1)
     assert 990.0 < wait <= 1000.0  # seconds
     # The script's own answer: an integer of ms.
-    reply = await scripts.run("ratelimit", RateLimitArgs("script.wait", GLACIAL, 1).argv())
+    args = RateLimitArgs("script.wait", GLACIAL, 1)
+    reply = await scripts.run("ratelimit", args.keys(), args.argv())
     assert isinstance(reply, int) and 990_000 < reply <= 1_000_000
     assert await client.get(keys.limit("script.wait")) == state
     assert await client.keys("*") == [keys.limit("script.wait")]

@@ -12,7 +12,8 @@ from redis.asyncio import Redis
 
 from tests.integration.conftest import save_endpoint
 from tests.integration.store.tenants import app_endpoint, new_app
-from webhook_service.ids import delivery_event, new_id
+from tests.support import buckets
+from webhook_service.ids import delivery_event, mark_of, new_id
 from webhook_service.store import keys
 from webhook_service.store.deliveries import (
     Attempt,
@@ -90,7 +91,7 @@ async def _hash(client: Redis, key: str) -> dict[str, str]:
 
 async def _outbox(client: Redis) -> list[dict[str, str]]:
     """The log outbox's entries, oldest first: their fields."""
-    entries = cast(list[tuple[str, dict[str, str]]], await client.xrange(keys.LOG_OUTBOX))
+    entries = await buckets.outbox(client)
     return [fields for _, fields in entries]
 
 
@@ -115,8 +116,8 @@ async def test_ok_succeeds_frees_the_slot_and_clears_the_failing_streak(client: 
     )  # fmt: skip
     # Finished: no lease, no next time nor budget, no empty error.
     assert not (LEASE_FIELDS | {"next_at", "budget", "error"}) & set(delivery)
-    assert await client.zscore(keys.DUE, delivery_id) is None
-    assert not await client.zcard(keys.LUA_KEYS["inflight"] + endpoint_id)
+    assert await client.zscore(keys.due(keys.bucket_of(delivery_id)), delivery_id) is None
+    assert not await client.zcard(keys.inflight(endpoint_id))
     assert await client.get(keys.backlog(endpoint_id)) == "0"
     endpoint = await _hash(client, keys.endpoint(endpoint_id))
     assert "failing_since" not in endpoint and "last_success" not in endpoint
@@ -126,7 +127,7 @@ async def test_ok_succeeds_frees_the_slot_and_clears_the_failing_streak(client: 
     assert json.loads(last[keys.OutboxField.ATTEMPT]) == {
         "n": 1, "t": NOW + 10, "d": 25, "c": 200, "b": "answer",
     }  # fmt: skip
-    assert await client.hget(keys.METRICS, "outcome:succeeded") == "1"
+    assert await client.hget(keys.metrics(0), "outcome:succeeded") == "1"
 
 
 async def test_fail_with_tries_left_stays_pending_until_its_next_try(client: Redis) -> None:
@@ -141,8 +142,8 @@ async def test_fail_with_tries_left_stays_pending_until_its_next_try(client: Red
         "pending", str(AT + 10_000), "3", "503",
     )  # fmt: skip
     assert not LEASE_FIELDS & set(delivery)
-    assert await client.zscore(keys.DUE, delivery_id) == AT + 10_000
-    assert not await client.zcard(keys.LUA_KEYS["inflight"] + endpoint_id)
+    assert await client.zscore(keys.due(keys.bucket_of(delivery_id)), delivery_id) == AT + 10_000
+    assert not await client.zcard(keys.inflight(endpoint_id))
     assert await client.get(keys.backlog(endpoint_id)) == "1"  # still pending
     assert await client.hget(keys.endpoint(endpoint_id), "failing_since") == str(AT)
     assert not await _ops_events(client)
@@ -165,7 +166,7 @@ async def test_fail_exhausted_fails_and_tells_the_operations_endpoints(
     delivery = await _hash(client, keys.delivery(delivery_id))
     assert (delivery["status"], delivery["code"], delivery["class"]) == ("failed", "500", "5xx")
     assert not (LEASE_FIELDS | {"next_at", "budget"}) & set(delivery)
-    assert await client.zscore(keys.DUE, delivery_id) is None
+    assert await client.zscore(keys.due(keys.bucket_of(delivery_id)), delivery_id) is None
     assert await client.get(keys.backlog(endpoint_id)) == "0"
     endpoint = await _hash(client, keys.endpoint(endpoint_id))
     # Troubled, but failing for less than disable_after_ms: still enabled.
@@ -188,7 +189,7 @@ async def test_gone_disables_the_delivery_and_its_endpoint(client: Redis) -> Non
     assert recorded == Recorded(RecordOutcome.DISABLED, 1, None, NOW)
     delivery = await _hash(client, keys.delivery(delivery_id))
     assert (delivery["status"], delivery["code"]) == ("disabled", "410")
-    assert await client.zscore(keys.DUE, delivery_id) is None
+    assert await client.zscore(keys.due(keys.bucket_of(delivery_id)), delivery_id) is None
     endpoint = await _hash(client, keys.endpoint(endpoint_id))
     assert (endpoint["disabled"], endpoint["disabled_reason"], endpoint["disabled_at"]) == (
         "1", "gone", str(AT),
@@ -233,7 +234,7 @@ async def test_stale_when_the_lease_is_not_ours_records_nothing(client: Redis) -
 
     assert recorded == Recorded(RecordOutcome.STALE, 0, None)
     assert await _hash(client, keys.delivery(delivery_id)) == before
-    assert await client.zcard(keys.LUA_KEYS["inflight"] + endpoint_id) == 1
+    assert await client.zcard(keys.inflight(endpoint_id)) == 1
     assert len(await _outbox(client)) == outbox
 
     # Ours, once: the record ends the lease, so a second try of it is stale.
@@ -260,8 +261,8 @@ async def test_the_freed_slot_goes_to_the_parked_delivery_leased_through_next_le
     )  # fmt: skip
     assert recorded == Recorded(RecordOutcome.SUCCEEDED, 1, LeaseResult([job], {}), NOW)
     assert (await _hash(client, keys.delivery(parked)))["lease"] == "tok-next"
-    assert not await client.zcard(keys.LUA_KEYS["parked"] + endpoint_id)
-    inflight = keys.LUA_KEYS["inflight"] + endpoint_id
+    assert not await client.zcard(keys.parked(endpoint_id))
+    inflight = keys.inflight(endpoint_id)
     assert await client.zrange(inflight, 0, -1) == [parked]
 
 
@@ -274,8 +275,8 @@ async def test_without_next_lease_the_parked_delivery_is_left_to_the_scheduler(
     recorded = await _record(client, sent, AttemptOutcome.OK, 200)
 
     assert recorded == Recorded(RecordOutcome.SUCCEEDED, 1, None, NOW)
-    assert not await client.zcard(keys.LUA_KEYS["parked"] + endpoint_id)
-    assert await client.zscore(keys.DUE, parked) == AT + 2000
+    assert not await client.zcard(keys.parked(endpoint_id))
+    assert await client.zscore(keys.due(keys.bucket_of(parked)), parked) == AT + 2000
     assert "lease" not in await _hash(client, keys.delivery(parked))
 
 
@@ -313,7 +314,8 @@ async def _sent_to(client: Redis, app_id: str, event_type: str, at: int) -> str:
     """The delivery of a new event of the application and of ``event_type``, to the one
     endpoint subscribed to it."""
     accepted = await EventStore(client, Scripts(client)).accept(
-        event_id=new_id("msg", at), event_type=event_type, body=BODY, key_id="key_1",
+        event_id=new_id("msg", at, mark=mark_of(app_id)), event_type=event_type, body=BODY,
+        key_id="key_1",
         now_ms=at, budget=3, grace_ms=1000, idempotency=None, wakeup=None,
         backlog_max=1_000_000, app_id=app_id,
     )  # fmt: skip
@@ -372,7 +374,7 @@ async def test_without_next_lease_the_applications_waiting_delivery_goes_to_the_
 
     assert recorded == Recorded(RecordOutcome.SUCCEEDED, 1, None, NOW)
     assert not await client.exists(keys.app_inflight(app_id), keys.app_parked(app_id))
-    assert await client.zscore(keys.DUE, waiting) == AT + 2000
+    assert await client.zscore(keys.due(keys.bucket_of(waiting)), waiting) == AT + 2000
     assert "lease" not in await _hash(client, keys.delivery(waiting))
 
 

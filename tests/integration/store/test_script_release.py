@@ -19,10 +19,10 @@ pytestmark = pytest.mark.integration
 NOW, HOT = 1_700_000_000_000, 60_000
 
 
-async def _event(client: Redis, statuses: list[str]) -> tuple[str, list[str]]:
+async def _event(client: Redis, statuses: list[str], mark: int = 0) -> tuple[str, list[str]]:
     """An event with one delivery in each status (its live count theirs), as ingest and
-    record leave them: each delivery's id starts with its event's body."""
-    event_id = new_id("msg", NOW)
+    record leave them: each delivery's id starts with its event's body (and its mark)."""
+    event_id = new_id("msg", NOW, mark=mark)
     deliveries = [delivery_id(event_id, "ep_x", seq) for seq in range(1, len(statuses) + 1)]
     await client.hset(keys.event(event_id), mapping={"type": "t", "live": len(deliveries)})
     for d, status in zip(deliveries, statuses, strict=True):
@@ -31,8 +31,10 @@ async def _event(client: Redis, statuses: list[str]) -> tuple[str, list[str]]:
 
 
 def test_the_args_are_the_time_the_window_the_limit_then_the_names() -> None:
-    assert ReleaseArgs(NOW, HOT, 10, ["dlv_a", "msg_b"]).argv() == [NOW, HOT, 10, "dlv_a", "msg_b"]
-    assert ReleaseArgs(NOW, HOT, 10).argv() == [NOW, HOT, 10]
+    args = ReleaseArgs(3, NOW, HOT, 10, ["dlv_a", "msg_b"])
+    assert args.argv() == [NOW, HOT, 10, "dlv_a", "msg_b"]
+    assert args.keys() == [keys.release(3)]  # the bucket's release set
+    assert ReleaseArgs(0, NOW, HOT, 10).argv() == [NOW, HOT, 10]
 
 
 async def test_a_final_delivery_leaves_and_its_event_with_the_last_one(
@@ -46,7 +48,7 @@ async def test_a_final_delivery_leaves_and_its_event_with_the_last_one(
     # Pending (an admin's retry since): it stays, and is named again when it finishes.
     assert await client.hget(keys.delivery(pending), "status") == "pending"
     assert await client.hget(keys.event(event_id), "live") == "1"
-    assert not await client.exists(keys.LOG_RELEASE)
+    assert not await client.exists(keys.release(0))
 
     await client.hset(keys.delivery(pending), "status", "failed")
     assert release(scripts, NOW, 0, 10, [pending]) == Released(deliveries=1, events=1)
@@ -69,10 +71,23 @@ async def test_names_wait_out_the_hot_window_and_go_a_limit_at_a_time(
     _, (second,) = await _event(client, ["failed"])
 
     assert release(scripts, NOW, HOT, 10, [first, second]) == Released(0, 0)
-    assert await client.zcard(keys.LOG_RELEASE) == 2
-    assert await client.zmscore(keys.LOG_RELEASE, [first, second]) == [NOW + HOT, NOW + HOT]
+    assert await client.zcard(keys.release(0)) == 2
+    assert await client.zmscore(keys.release(0), [first, second]) == [NOW + HOT, NOW + HOT]
     # The script's own answer: {deliveries, events}, integers.
-    assert scripts.run_sync("release", ReleaseArgs(NOW + HOT, 0, 1).argv()) == [1, 1]
-    assert await client.zcard(keys.LOG_RELEASE) == 1
+    args = ReleaseArgs(0, NOW + HOT, 0, 1)
+    assert scripts.run_sync("release", args.keys(), args.argv()) == [1, 1]
+    assert await client.zcard(keys.release(0)) == 1
     assert release(scripts, NOW + HOT, 0, 1) == Released(1, 1)
-    assert not await client.exists(keys.LOG_RELEASE, keys.delivery(first), keys.delivery(second))
+    assert not await client.exists(keys.release(0), keys.delivery(first), keys.delivery(second))
+
+
+async def test_each_bucket_lets_go_of_its_own(client: Redis, sync_redis: redis.Redis) -> None:
+    scripts = Scripts(sync_redis)
+    _, (here,) = await _event(client, ["failed"])
+    _, (there,) = await _event(client, ["failed"], mark=70)  # bucket 6
+    assert (keys.bucket_of(here), keys.bucket_of(there)) == (0, 6)
+
+    assert release(scripts, NOW, HOT, 10, [here, there]) == Released(0, 0)
+    assert await client.zrange(keys.release(6), 0, -1) == [there]
+    assert release(scripts, NOW + HOT, 0, 10) == Released(2, 2)
+    assert not await client.exists(keys.delivery(here), keys.delivery(there))

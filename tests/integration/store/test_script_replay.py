@@ -12,7 +12,8 @@ from redis.asyncio import Redis
 
 from tests.integration.conftest import save_endpoint
 from tests.integration.store.tenants import app_endpoint, new_app
-from webhook_service.ids import event_deliveries, new_id
+from tests.support import buckets
+from webhook_service.ids import event_deliveries, mark_of, new_id
 from webhook_service.store import keys
 from webhook_service.store.applications import DEFAULT_APP_ID
 from webhook_service.store.events import EventStore, ReplayArgs, Replayed, ReplayOutcome
@@ -32,7 +33,7 @@ async def _event(
     app_id: str = DEFAULT_APP_ID,
     channels: tuple[str, ...] = (),
 ) -> str:
-    event_id = new_id("msg", NOW)
+    event_id = new_id("msg", NOW, mark=mark_of(app_id))
     accepted = await EventStore(client, Scripts(client)).accept(
         event_id=event_id, event_type=TYPE, body="{}", key_id=key_id, now_ms=NOW, budget=3,
         grace_ms=GRACE_MS, idempotency=None, wakeup=None, backlog_max=1_000_000,
@@ -73,7 +74,7 @@ async def _hash(client: Redis, key: str) -> dict[str, str]:
 
 async def _outbox(client: Redis) -> list[dict[str, str]]:
     """The log outbox's entries, oldest first: their fields."""
-    entries = cast(list[tuple[str, dict[str, str]]], await client.xrange(keys.LOG_OUTBOX))
+    entries = await buckets.outbox(client)
     return [fields for _, fields in entries]
 
 
@@ -97,7 +98,7 @@ async def test_ok_makes_new_deliveries_to_every_endpoint_subscribed_now(client: 
         delivery = await _hash(client, keys.delivery(delivery_id))
         assert (delivery["event"], delivery["type"], delivery["budget"]) == (event_id, TYPE, "5")
         statuses[delivery_id] = delivery["status"]
-        due = await client.zscore(keys.DUE, delivery_id)
+        due = await client.zscore(keys.due(keys.bucket_of(delivery_id)), delivery_id)
         assert due == (NOW + 50 + GRACE_MS if delivery_id in replayed.pending else None)
     assert sorted(statuses.values()) == ["disabled", "pending", "pending"]
     event = await _hash(client, keys.event(event_id))
@@ -136,10 +137,10 @@ async def test_ok_to_one_endpoint(client: Redis) -> None:
 
 async def test_ok_with_no_endpoint_subscribed_makes_nothing(client: Redis) -> None:
     event_id = await _event(client)
-    outbox = await client.xlen(keys.LOG_OUTBOX)
+    outbox = await buckets.outbox_length(client)
 
     assert await _replay(client, event_id) == Replayed(ReplayOutcome.OK)
-    assert await client.xlen(keys.LOG_OUTBOX) == outbox
+    assert await buckets.outbox_length(client) == outbox
 
 
 async def _refused(client: Redis, replayed: Replayed, outcome: ReplayOutcome, size: int) -> None:

@@ -11,6 +11,7 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.integration.conftest import save_endpoint
+from tests.support import buckets
 from webhook_service.ids import new_id
 from webhook_service.store import keys
 from webhook_service.store.deliveries import (
@@ -68,7 +69,7 @@ async def test_ok_makes_a_finished_delivery_pending_with_one_more_try(
     delivery_id = await _delivery(client)
     await _finish(store, delivery_id, outcome)
     assert await client.get(keys.backlog(endpoint_id)) == "0"
-    outbox = await client.xlen(keys.LOG_OUTBOX)
+    outbox = await buckets.outbox_length(client)
 
     retried = await store.retry([delivery_id], AT, GRACE_MS)
 
@@ -77,10 +78,10 @@ async def test_ok_makes_a_finished_delivery_pending_with_one_more_try(
     assert (delivery["status"], delivery["attempts"], delivery["budget"]) == ("pending", "1", "2")
     assert (delivery["next_at"], delivery["updated"]) == (str(AT), str(AT))
     # The API wakes it at once; its due entry is the net should that wake-up be lost.
-    assert await client.zscore(keys.DUE, delivery_id) == AT + GRACE_MS
+    assert await client.zscore(keys.due(keys.bucket_of(delivery_id)), delivery_id) == AT + GRACE_MS
     assert await client.get(keys.backlog(endpoint_id)) == "1"
     entries = cast(
-        list[tuple[str, dict[str, str]]], await client.xrange(keys.LOG_OUTBOX, min="-", max="+")
+        list[tuple[str, dict[str, str]]], await client.xrange(keys.outbox(0), min="-", max="+")
     )
     ((_, fields),) = entries[outbox:]
     state = json.loads(fields[keys.OutboxField.STATE])
@@ -94,15 +95,15 @@ async def test_pending_is_left_alone_and_missing_is_told_per_id_in_order(
     store = DeliveryStore(client, Scripts(client))
     delivery_id = await _delivery(client)
     before = await _hash(client, delivery_id)
-    outbox = await client.xlen(keys.LOG_OUTBOX)
+    outbox = await buckets.outbox_length(client)
 
     retried = await store.retry(["dlv_nothere", delivery_id], AT, GRACE_MS)
 
     assert retried == Retried([RetryOutcome.MISSING, RetryOutcome.PENDING])
     assert await _hash(client, delivery_id) == before
-    assert await client.zscore(keys.DUE, delivery_id) == NOW + GRACE_MS
+    assert await client.zscore(keys.due(keys.bucket_of(delivery_id)), delivery_id) == NOW + GRACE_MS
     assert not await client.exists(keys.delivery("dlv_nothere"))
-    assert await client.xlen(keys.LOG_OUTBOX) == outbox
+    assert await buckets.outbox_length(client) == outbox
 
 
 async def test_no_ids_have_no_outcomes(client: Redis) -> None:

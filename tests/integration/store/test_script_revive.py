@@ -5,13 +5,12 @@ the log's rows get here is tests/integration/history/test_revive.py's."""
 
 from __future__ import annotations
 
-from typing import cast
-
 import orjson
 import pytest
 from redis.asyncio import Redis
 
 from tests.integration.conftest import save_endpoint
+from tests.support import buckets
 from webhook_service.ids import delivery_id, new_id
 from webhook_service.store import keys
 from webhook_service.store.applications import DEFAULT_APP_ID
@@ -61,21 +60,21 @@ async def test_an_absent_delivery_is_revived_and_a_present_one_left(client: Redi
         "type": TYPE, "key": "key_1", "app": DEFAULT_APP_ID, "body": '{"a":1}', "dlvs": "",
         "live": "1",
     }  # fmt: skip
-    assert await client.zscore(keys.LOG_RELEASE, event_id) == NOW + HOT
+    assert await client.zscore(keys.release(0), event_id) == NOW + HOT
     # Its id names its event and endpoint: the hash leaves both out (keys.py).
     assert await client.hgetall(keys.delivery(absent)) == {
         "status": "pending", "attempts": "1", "budget": "2", "next_at": str(NOW),
         "updated": str(NOW),
     }  # fmt: skip
-    assert await client.zscore(keys.DUE, absent) == NOW + GRACE
+    assert await client.zscore(keys.due(keys.bucket_of(absent)), absent) == NOW + GRACE
     assert await client.get(keys.backlog(endpoint_id)) == "1"
-    [(_, entry)] = cast(list[tuple[str, dict[str, str]]], await client.xrange(keys.LOG_OUTBOX))
+    [(_, entry)] = await buckets.outbox(client)
     assert orjson.loads(entry[keys.OutboxField.STATE]) == {
         "d": absent, "s": "pending", "n": 1, "u": NOW, "na": NOW,
     }  # fmt: skip
     # The present one, and the due set, as they were.
     assert await client.hgetall(keys.delivery(present)) == {"status": "succeeded", "attempts": "1"}
-    assert await client.zscore(keys.DUE, present) is None
+    assert await client.zscore(keys.due(keys.bucket_of(present)), present) is None
 
 
 async def test_an_event_redis_holds_is_left_and_an_expunged_one_comes_back_bodiless(
@@ -96,7 +95,7 @@ async def test_an_event_redis_holds_is_left_and_an_expunged_one_comes_back_bodil
         "type": TYPE, "key": "key_1", "app": "", "dlvs": "", "live": "0",
         "expunged": str(NOW - 1),
     }  # fmt: skip
-    assert await client.zrange(keys.LOG_RELEASE, 0, -1) == [expunged]
+    assert await client.zrange(keys.release(0), 0, -1) == [expunged]
 
 
 async def test_a_replays_delivery_names_its_event_and_type(client: Redis) -> None:

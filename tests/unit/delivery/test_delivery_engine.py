@@ -762,7 +762,7 @@ async def test_attempts_are_counted_here_and_added_when_the_engine_drains(box: S
 
     assert await engine.drain(1.0) == 0
     (batch,) = store.counted
-    metrics = batch.added[keys.METRICS]
+    metrics = batch.added[keys.metrics(0)]
     assert metrics["attempts:5xx"] == metrics["attempts:2xx"] == 1
     assert metrics["latency:8"] == 1  # 250 ms since the delivery was made: (128, 256]
     assert metrics["latency_sum_ms"] == 250
@@ -781,7 +781,7 @@ async def test_counts_are_added_an_interval_after_the_first_attempt(box: SecretB
     await engine.run([DELIVERY_ID])
     await asyncio.sleep(0.2)
     assert len(store.counted) == 1  # one batch for both
-    assert _added(store.counted)[keys.METRICS]["attempts:2xx"] == 2
+    assert _added(store.counted)[keys.metrics(0)]["attempts:2xx"] == 2
     await engine.run([DELIVERY_ID])
     await asyncio.sleep(0.2)
     assert len(store.counted) == 2
@@ -806,4 +806,4 @@ async def test_counts_the_store_refuses_are_kept_for_the_next_add(box: SecretBox
     assert store.counted == []
     await engine.run([DELIVERY_ID])
     await asyncio.sleep(0.2)
-    assert _added(store.counted)[keys.METRICS]["attempts:2xx"] == 2
+    assert _added(store.counted)[keys.metrics(0)]["attempts:2xx"] == 2

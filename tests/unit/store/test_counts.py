@@ -27,7 +27,7 @@ def test_an_attempt_counts_in_the_metrics_both_windows_and_the_last_outcome() ->
     assert not counts
     _note(counts, 200, RecordOutcome.SUCCEEDED)
     assert counts
-    assert dict(counts.added[keys.METRICS]) == {
+    assert dict(counts.added[keys.metrics(0)]) == {
         "attempts:2xx": 1, "duration:2": 1, "duration_sum_ms": 3,
         "latency:10": 1, "latency_sum_ms": 700,
     }  # fmt: skip
@@ -42,8 +42,8 @@ def test_an_attempt_counts_in_the_metrics_both_windows_and_the_last_outcome() ->
 def test_a_failure_counts_no_latency_and_says_what_failed() -> None:
     counts = AttemptCounts()
     _note(counts, None, RecordOutcome.FAILED)
-    assert "latency_sum_ms" not in counts.added[keys.METRICS]
-    assert counts.added[keys.METRICS]["attempts:timeout"] == 1
+    assert "latency_sum_ms" not in counts.added[keys.metrics(0)]
+    assert counts.added[keys.metrics(0)]["attempts:timeout"] == 1
     assert counts.added[keys.endpoint_minute(EP, NOW // 60_000)]["df"] == 1
     assert counts.last[keys.endpoint_stats(EP)] == {
         "last_failure": NOW, "last_failure_code": "", "last_failure_error": "timeout",
@@ -57,7 +57,7 @@ def test_a_batch_put_back_adds_to_what_came_since_and_the_newer_outcome_wins() -
     assert not counts
     _note(counts, 502, RecordOutcome.PENDING, at=NOW + 5)
     counts.put_back(batch)
-    assert counts.added[keys.METRICS]["attempts:5xx"] == 2
+    assert counts.added[keys.metrics(0)]["attempts:5xx"] == 2
     last = counts.last[keys.endpoint_stats(EP)]
     assert (last["last_failure"], last["last_failure_code"]) == (NOW + 5, 502)
 

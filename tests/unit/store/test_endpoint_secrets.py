@@ -86,7 +86,7 @@ class _FakeScripts:
     def __init__(self) -> None:
         self.calls: list[tuple[str, list[Any]]] = []
 
-    async def run(self, name: str, args: list[Any]) -> Any:
+    async def run(self, name: str, script_keys: list[str], args: list[Any]) -> Any:
         self.calls.append((name, args))
         return "created"  # endpoint_save.lua's answer for a new endpoint
 

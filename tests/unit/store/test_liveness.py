@@ -78,9 +78,11 @@ def test_the_log_lags_before_it_fails() -> None:
     assert (lagging.state, lagging.ok) == (State.LAGGING, True)
     assert "the oldest 60.0 s (bound 60 s)" in lagging.detail
     # Full: ingest refuses, so a load balancer should send producers elsewhere.
-    full = _log(LogBacklog(1000, NOW - 1))
+    full = _log(LogBacklog(1000, NOW - 1, fullest=1000))
     assert (full.state, full.ok) == (State.FAILING, False)
     assert "new events are refused" in full.detail
+    # As many, spread over buckets none of which is full: ingest takes every bucket's.
+    assert _log(LogBacklog(1000, NOW - 1, fullest=999)).state is State.OK
     # A record stamped by a Redis clock ahead of ours has waited 0 s, not a negative time.
     assert LogBacklog(1, NOW + 5000).lag_ms(NOW) == 0
 

@@ -1,4 +1,6 @@
-"""The Lua scripts take every key name from keys.LUA_KEYS, so names live in one place."""
+"""The Lua scripts take every key name from keys.LUA_KEYS, so names live in one place, and
+every one of them under the hash tag of the script's bucket (the tag of its KEYS[1]), so
+that no script crosses a cluster slot."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from importlib.resources import files
 
 import pytest
 
+from webhook_service.ids import delivery_id, new_id
 from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
 from webhook_service.store.applications import DEFAULT_APP_ID, DEFAULT_APP_NAME, DEFAULT_APP_UID
@@ -28,7 +31,8 @@ def _code(file: str) -> str:
 
 
 def _preamble(name: str) -> str:
-    """Every line between the shebang and common.lua: the key table, the operational event
+    """Every line between the shebang and common.lua: the prefix, the key tables and K,
+    the operational event
     types, the unindexed values, the log outbox's fields, the final states, the window
     lifetimes, the default application."""
     text = source(name).split("\n", 1)[1]
@@ -47,14 +51,15 @@ def test_every_script_name_has_a_file_and_every_file_is_used() -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_each_source_starts_with_its_shebang_then_the_key_table(name: str) -> None:
+def test_each_source_starts_with_its_shebang_then_the_key_tables(name: str) -> None:
     shebang, text = source(name).split("\n", 1)
     assert shebang in SHEBANGS
-    assert text.startswith("local K = {")
-    first = _preamble(name).split("\n")[0]
-    assert first.endswith("}")
-    table = dict(PREAMBLE_ENTRY.findall(first[len("local K = {") : -1]))
+    assert text.startswith(f'local PREFIX = "{keys.PREFIX}"\n')
+    templates, parts = _line(name, "local KT = {"), _line(name, "local KP = {")
+    table = dict(PREAMBLE_ENTRY.findall(templates[len("local KT = {") : -1]))
+    table.update(PREAMBLE_ENTRY.findall(parts[len("local KP = {") : -1]))
     assert table == keys.LUA_KEYS
+    assert _line(name, "local DEFAULT_HEAD = ") == f'local DEFAULT_HEAD = "{keys.head(0)}"'
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -67,7 +72,8 @@ def test_each_source_is_preamble_then_common_then_the_script(name: str) -> None:
 
 def test_only_the_steps_that_finish_accepted_work_run_at_maxmemory() -> None:
     allowed = {name for name in NAMES if source(name).startswith("#!lua flags=allow-oom\n")}
-    assert allowed == {"lease", "record", "claim_due", "release"}
+    # ops_emit makes the operational events record steps asked for: their work, to its end.
+    assert allowed == {"lease", "record", "claim_due", "release", "ops_emit"}
 
 
 def test_the_preamble_names_the_outbox_fields_as_keys_spells_them() -> None:
@@ -125,35 +131,91 @@ def test_the_scan_would_notice_an_unknown_key() -> None:
     assert set(K_FIELD.findall(sample)) - set(keys.LUA_KEYS) == {"nonexistent", "in_comment"}
 
 
-def test_lua_keys_all_live_under_the_prefix() -> None:
+def test_lua_keys_are_what_follows_a_buckets_head() -> None:
     for field, value in keys.LUA_KEYS.items():
-        if field.endswith(("_suffix", "_infix")):
-            assert value.startswith(":"), field
+        if field in keys.LUA_PARTS:
+            assert field.endswith(("_suffix", "_infix")) and value.startswith(":"), field
         else:
-            assert value.startswith(keys.PREFIX), field
+            # The head (prefix and tag) is the script's: no template spells its own.
+            assert not value.startswith((keys.PREFIX, ":", "{")), field
+            assert "{" not in value and "}" not in value, field
+
+
+@pytest.mark.parametrize("file", LUA_FILES)
+def test_every_key_template_a_script_uses_carries_the_buckets_tag(file: str) -> None:
+    used = set(K_FIELD.findall(_code(file))) - keys.LUA_PARTS
+    for bucket in (0, 7, keys.BUCKETS - 1):
+        for name in used:
+            key = keys.in_bucket(bucket, name, "x")
+            # Redis Cluster hashes the text of the first {...}: the bucket's, for every key.
+            assert keys.tag_of(key) == f"b{bucket}", (file, name)
+            assert keys.bucket_of_key(key) == bucket
+
+
+def test_ratelimit_uses_its_one_key_alone() -> None:
+    assert not K_FIELD.findall(_code("ratelimit.lua"))
+    assert "KEYS[1]" in _code("ratelimit.lua")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_script_but_ratelimit_says_which_key_is_its_keys_1(name: str) -> None:
+    head = (LUA_DIR / f"{name}.lua").read_text().split("-- ARGV")[0]
+    assert "-- KEYS[1]: " in head, name
 
 
 def test_python_key_helpers_match_the_lua_templates() -> None:
-    assert keys.endpoint("ep_1") == keys.LUA_KEYS["endpoint"] + "ep_1"
-    assert keys.delivery("d") == keys.LUA_KEYS["delivery"] + "d"
-    assert keys.event("m") == keys.LUA_KEYS["event"] + "m"
-    assert keys.backlog("ep") == keys.LUA_KEYS["backlog"] + "ep"
-    assert keys.endpoint_minute("ep", 7) == f"{keys.LUA_KEYS['ep_stats']}ep:m:7"
-    assert keys.endpoint_hour("ep", 7) == f"{keys.LUA_KEYS['ep_stats']}ep:h:7"
-    assert keys.idempotency("app_1", "k1", "abc") == keys.LUA_KEYS["idem"] + "app_1:k1:abc"
-    assert keys.LUA_KEYS["due"] == keys.DUE
-    assert keys.LUA_KEYS["endpoints"] == keys.ENDPOINTS
-    assert keys.LUA_KEYS["apps"] == keys.APPS
-    assert keys.LUA_KEYS["apps_uid"] == keys.APPS_UID
-    assert keys.app("app_1") == keys.LUA_KEYS["app"] + "app_1"
-    assert keys.app_endpoints("app_1") == f"{keys.LUA_KEYS['app']}app_1:endpoints"
-    assert keys.sub_type("app_1", "a.b") == f"{keys.LUA_KEYS['sub_type']}app_1:a.b"
-    assert keys.sub_all("app_1") == keys.LUA_KEYS["sub_all"] + "app_1"
-    assert keys.app_limit("app_1") == keys.limit("app:app_1")
+    ep, app = new_id("ep", 1, mark=7), new_id("app", 1, mark=7)  # bucket 7
+    b = keys.head(7)
+    assert b == "whs:1:{b7}:"
+    assert keys.endpoint(ep) == b + keys.LUA_KEYS["endpoint"] + ep
+    assert keys.backlog(ep) == b + keys.LUA_KEYS["backlog"] + ep
+    assert keys.inflight(ep) == b + keys.LUA_KEYS["inflight"] + ep
+    assert keys.endpoint_minute(ep, 7) == f"{b}{keys.LUA_KEYS['ep_stats']}{ep}:m:7"
+    assert keys.endpoint_hour(ep, 7) == f"{b}{keys.LUA_KEYS['ep_stats']}{ep}:h:7"
+    assert keys.idempotency(app, "k1", "abc") == f"{b}{keys.LUA_KEYS['idem']}{app}:k1:abc"
+    assert keys.app(app) == b + keys.LUA_KEYS["app"] + app
+    assert keys.app_endpoints(app) == f"{b}{keys.LUA_KEYS['app']}{app}:endpoints"
+    assert keys.sub_type(app, "a.b") == f"{b}{keys.LUA_KEYS['sub_type']}{app}:a.b"
+    assert keys.sub_all(app) == b + keys.LUA_KEYS["sub_all"] + app
+    assert keys.app_limit(app) == b + "limit:app:" + app
+    for name in ("due", "endpoints", "apps", "metrics", "outbox", "release"):
+        assert getattr(keys, name)(7) == b + keys.LUA_KEYS[name], name
+    assert keys.apps_uid("acme") == keys.head(keys.uid_bucket("acme")) + "apps:uid"
+    # An event, its deliveries and a replay's are of the event's bucket: ids carry its mark.
+    event = new_id("msg", 1, mark=7)
+    assert keys.bucket_of(delivery_id(event, ep, 3)) == keys.bucket_of(event) == 7
+    assert keys.delivery(delivery_id(event, ep, 3)).startswith(b)
+    assert keys.wakeup_more(f"{event}.1").startswith(b)
+    # The default application, its uid, and ids older than the epoch: bucket 0.
+    assert keys.bucket_of(DEFAULT_APP_ID) == keys.uid_bucket(DEFAULT_APP_UID) == 0
+
+
+def test_only_a_few_keys_stand_outside_every_bucket() -> None:
+    for key in (keys.job("job_1"), keys.job_owner("job_1"), keys.JOBS_RUNNING):
+        assert keys.tag_of(key) == "jobs"
+    for key in (keys.api_key("key_1"), keys.API_KEYS):
+        assert keys.tag_of(key) == "apikeys"
+    for key in (keys.limit("apikey:k"), keys.SCHEMA, keys.HEARTBEATS, keys.API_KEY_PEPPER):
+        assert keys.tag_of(key) is None
+
+
+def test_a_key_of_schema_4_takes_its_schema_5_name() -> None:
+    assert keys.tagged("whs:1:due") == "whs:1:{b0}:due"
+    assert keys.tagged("whs:1:endpoint:ep_1") == "whs:1:{b0}:endpoint:ep_1"
+    assert keys.tagged("whs:1:limit:app:app_1") == "whs:1:{b0}:limit:app:app_1"
+    assert keys.tagged("whs:1:job:job_1:owner") == keys.job_owner("job_1")
+    assert keys.tagged("whs:1:jobs:running") == keys.JOBS_RUNNING
+    assert keys.tagged("whs:1:apikey:key_1") == keys.api_key("key_1")
+    assert keys.tagged("whs:1:apikeys") == keys.API_KEYS
+    for kept in ("whs:1:limit:apikey:k", "whs:1:schema", "whs:1:lock:tick",
+                 "whs:1:apikeys:pepper", "whs:1:heartbeats", "whs:1:apps:uid",
+                 "whs:1:{b0}:due", "whs.deliveries"):  # fmt: skip
+        assert keys.tagged(kept) is None, kept
+    assert keys.untagged(keys.due(5)) == "whs:1:due"
 
 
 def test_an_idempotency_record_of_schema_3_is_told_from_one_of_today() -> None:
-    old = keys.LUA_KEYS["idem"] + "key_1:order:1"
+    old = keys.in_bucket(0, "idem", "key_1:order:1")  # where migrate renamed it first
     assert keys.idempotency_key_of(old, "key_1") == "order:1"
     assert keys.idempotency_key_of(old, "key_2") is None
     assert keys.schema4_idempotency(old, "app_default") == keys.idempotency(

@@ -8,7 +8,9 @@
 -- fields"): the endpoint's sequence number (common.lua endpoint_tail), or, for one made
 -- before sequence numbers, its id's body (what K.endpoint_seqs maps both to).
 -- Refuses while the application still exists: the deliveries of a live one are never ended.
--- Keys (none passed as KEYS): K.app .. <app>, K.app .. <app> .. K.app_endpoints_suffix,
+-- KEYS[1]: K.app .. <app>, the application's key (store/app_deletion.py AppEndArgs.keys),
+--   whose bucket every other key is of, its due set too: only the deliveries of its
+--   bucket's applications are scanned. K.app .. <app> .. K.app_endpoints_suffix,
 --   K.endpoint .. <ep>, K.due, K.delivery .. <dlv>, K.parked .. <ep>, K.backlog .. <ep>,
 --   K.metrics, K.outbox
 -- ARGV (store/app_deletion.py AppEndArgs.argv gives them in this order):

@@ -1,7 +1,8 @@
 #!lua flags=allow-oom
 -- Hand the scheduler the deliveries whose time has come, and push each one's due time a
 -- grace period ahead, so the next pass does not wake it again while its wake-up travels.
--- Keys (none passed as KEYS): K.due, K.delivery .. <dlv>
+-- KEYS[1]: K.due, of one bucket (store/due.py ClaimArgs.keys: the scheduler claims from
+--   each), and so K.delivery .. <dlv>
 -- ARGV (store/due.py ClaimArgs.argv gives them in this order):
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])  -- the most deliveries one call hands out

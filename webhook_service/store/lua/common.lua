@@ -117,12 +117,14 @@ local function uid_free(app, uid)
   return not holder or holder == app
 end
 
--- A new application, once its uid is found free (uid_free).
-local function create_app(app, name, uid, metadata, rate, created, updated)
+-- A new application, once its uid is found free (uid_free). `uid_here`: its uid's mapping
+-- is kept in this bucket (keys.uid_bucket), as it is for every application created with
+-- its uid (store/applications.py new_app_id); false when the caller keeps it elsewhere.
+local function create_app(app, name, uid, metadata, rate, created, updated, uid_here)
   redis.call('HSET', K.app .. app, 'name', name, 'uid', uid, 'metadata', metadata,
     'rate_limit', rate, 'created', created, 'updated', updated)
   redis.call('ZADD', K.apps, 0, app)
-  if uid ~= '' then redis.call('HSET', K.apps_uid, uid, app) end
+  if uid ~= '' and uid_here then redis.call('HSET', K.apps_uid, uid, app) end
 end
 
 -- An endpoint's subscriptions, within its application: event_types '' means every type,
@@ -275,14 +277,25 @@ end
 
 -- An operational event about our own health (endpoint.disabled, ...): stored like any
 -- event and delivered to the operations endpoints, due at once. It belongs to no
--- application: only the operator sees it. ctx carries the ids and timestamp the caller
--- prepared, since Lua can make neither.
+-- application: only the operator sees it. Its keys are the default application's bucket's,
+-- where the operations endpoints are: made at once by a step of that bucket; a step of
+-- another bucket asks for it in its own (K.ops_requests), and the shipper's next pass makes
+-- it there (lua/ops_emit.lua, store/ops.py), once, under the id chosen here. ctx carries the
+-- ids (of that bucket) and timestamp the caller prepared, since Lua can make neither.
+local function make_ops_event(now, event_id, etype, body, budget)
+  create_event(now, {id = event_id, type = etype, body = body, key = 'system', idem = '',
+    app = ''}, redis.call('SMEMBERS', K.sub_ops), budget, now)
+end
+
 local function emit_ops(ctx, etype, data)
   local event_id = table.remove(ctx.ids, 1)
   local body = cjson.encode({type = etype, timestamp = ctx.iso, data = data})
-  local endpoints = redis.call('SMEMBERS', K.sub_ops)
-  create_event(ctx.now, {id = event_id, type = etype, body = body, key = 'system', idem = '',
-    app = ''}, endpoints, ctx.budget, ctx.now)
+  if in_default_bucket() then
+    make_ops_event(ctx.now, event_id, etype, body, ctx.budget)
+  else
+    redis.call('RPUSH', K.ops_requests, cjson.encode({id = event_id, type = etype,
+      body = body, t = ctx.now, budget = ctx.budget}))
+  end
   return event_id
 end
 

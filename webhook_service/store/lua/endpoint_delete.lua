@@ -1,6 +1,7 @@
 #!lua
 -- Remove an endpoint and its subscriptions; its pending deliveries end when next leased.
--- Keys (none passed as KEYS): K.endpoint .. <ep>,
+-- KEYS[1]: K.endpoint .. <ep>, the endpoint's key (store/endpoints.py
+--   EndpointDeleteArgs.keys), whose bucket (its application's) every other key is of:
 --   K.sub_type .. <app> .. K.sub_type_infix .. <type>, K.sub_all .. <app>, K.sub_ops,
 --   K.inflight .. <ep>, K.parked .. <ep>, K.rate .. <ep>, K.ep_stats .. <ep>,
 --   K.backlog .. <ep>, K.endpoints, K.app .. <app> .. K.app_endpoints_suffix

@@ -2,7 +2,9 @@
 -- Create or update an endpoint and its subscriptions together, within its application.
 -- Disabled endpoints stay subscribed: their events are kept as 'disabled' deliveries until
 -- a recovery.
--- Keys (none passed as KEYS): K.endpoint .. <ep>, K.endpoints, K.endpoint_seq,
+-- KEYS[1]: K.endpoint .. <ep>, the endpoint's key (store/endpoints.py
+--   EndpointSaveArgs.keys: an endpoint is made in its application's bucket), whose bucket
+--   every other key is of: K.endpoints, K.endpoint_seq (sequence numbers are the bucket's),
 --   K.endpoint_seqs, K.app .. <app>, K.app .. <app> .. K.app_endpoints_suffix, K.apps,
 --   K.apps_uid, K.sub_type .. <app> .. K.sub_type_infix .. <type>, K.sub_all .. <app>,
 --   K.sub_ops
@@ -33,7 +35,7 @@ end
 if new_app then
   local t = redis.call('TIME')
   local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  create_app(app, DEFAULT_APP.name, DEFAULT_APP.uid, '', '', at, at)
+  create_app(app, DEFAULT_APP.name, DEFAULT_APP.uid, '', '', at, at, true)
 end
 if old[2] then unsubscribe(app, id, old[1]) end
 local fields = {}

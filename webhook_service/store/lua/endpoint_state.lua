@@ -2,7 +2,8 @@
 -- An admin enables or disables an endpoint. Enabling forgets the failing streak, so the
 -- endpoint gets a whole `disable_after` again; deliveries kept as 'disabled' wait for a
 -- recovery, which the admin asks for separately.
--- Keys (none passed as KEYS): K.endpoint .. <ep>
+-- KEYS[1]: K.endpoint .. <ep>, the endpoint's key (store/endpoints.py
+--   EndpointStateArgs.keys), the only one it touches
 -- ARGV (store/endpoints.py EndpointStateArgs.argv gives them in this order):
 local id = ARGV[1]            -- the endpoint
 local disable = ARGV[2]       -- '1': disable (reason 'manual'); '0': enable

@@ -1,7 +1,8 @@
 #!lua
 -- Delete an event's payload for good, keeping the event and its deliveries as records.
 -- Deliveries not yet sent then fail with 'payload_deleted' when leased (lease.lua).
--- Keys (none passed as KEYS): K.event .. <msg>, K.outbox
+-- KEYS[1]: K.event .. <msg>, the event's key (store/events.py ExpungeArgs.keys), and so
+--   K.outbox of its bucket
 -- ARGV (store/events.py ExpungeArgs.argv gives them in this order):
 local event_id = ARGV[1]
 local now = tonumber(ARGV[2])

@@ -3,12 +3,15 @@
 -- the idempotency key, the application's rate limit and the log's backlog, then write the
 -- event, one delivery per endpoint of the application that takes its type and channels,
 -- their due entries and log record, and the idempotency record, or nothing.
--- Keys (none passed as KEYS): K.app .. <app>, K.apps, K.apps_uid, K.app_limit .. <app>,
+-- KEYS[1]: K.event .. <msg>, the event's key (store/events.py IngestArgs.keys): the
+--   application's bucket, which every other key is of: K.app .. <app>, K.apps, K.apps_uid
+--   (a new application's uid maps in its bucket), K.app_limit .. <app>,
 --   K.idem .. <app>:<key id>:<idempotency key> (whole, in ARGV), K.outbox,
 --   K.sub_type .. <app> .. K.sub_type_infix .. <type>, K.sub_all .. <app>,
 --   K.endpoint .. <ep>, K.delivery .. <dlv>, K.backlog .. <ep>, K.due, K.event .. <msg>,
---   K.metrics, K.wakeup .. <queue>, K.wakeup_more .. <task>, and the wake queue itself (a
---   Celery list, named in ARGV)
+--   K.metrics, K.wakeup .. <queue>, K.wakeup_more .. <task>; and, unless told not to, the
+--   wake queue itself (a Celery list, named in ARGV, of no bucket: on a cluster the broker
+--   is apart and the caller wakes workers itself, so it passes '')
 -- ARGV (store/events.py IngestArgs.argv gives them in this order):
 local now = tonumber(ARGV[1])
 local event_id = ARGV[2]
@@ -66,7 +69,7 @@ end
 -- and retry scripts are never refused, so delivery goes on while the log is behind.
 if redis.call('XLEN', K.outbox) >= backlog_max then return {'backlog_full'} end
 
-if creating then create_app(app, new_name, new_uid, '', '', now, now) end
+if creating then create_app(app, new_name, new_uid, '', '', now, now, true) end
 local channels = {}
 if channels_json ~= '' then channels = cjson.decode(channels_json) end
 local due_at = now + grace_ms

@@ -5,7 +5,9 @@
 -- The limits live here, so they hold across every worker: at most `max_in_flight` leases
 -- per endpoint and `app_max` per application (the rest park until a slot frees), and the
 -- endpoint's rate_limit.
--- Keys (none passed as KEYS): K.delivery .. <dlv>, K.due, K.endpoint_seqs,
+-- KEYS[1]: K.due, of the bucket every delivery named is of (store/deliveries.py
+--   LeaseArgs.keys: a caller's ids of several buckets make one call each); every other key
+--   is of it too: K.delivery .. <dlv>, K.endpoint_seqs,
 --   K.endpoint .. <ep>, K.event .. <msg>, K.inflight .. <ep>, K.parked .. <ep>,
 --   K.app_inflight .. <app>, K.app_parked .. <app>, K.rate .. <ep>, K.backlog .. <ep>,
 --   K.metrics, K.outbox, K.wakeup_more .. <task>
@@ -16,7 +18,8 @@ local lease_ms = tonumber(ARGV[3])       -- how long it holds
 local max_in_flight = tonumber(ARGV[4])  -- the most leases held per endpoint
 local app_max = tonumber(ARGV[5])        -- the most held per application (0: no cap)
 -- ARGV[6]...: the delivery ids. A '+<task>' among them names the ids that joined that
--- wake-up while it waited (K.wakeup_more .. <task>, common.lua push_wakeups): leased too.
+-- wake-up while it waited (K.wakeup_more .. <task>, common.lua push_wakeups): leased too
+-- (they are of the bucket of the task's event, which queued it: this one).
 -- Returns one common.lua lease_one row per delivery (store/deliveries.py LeaseResult.parse).
 local out = {}
 local function lease(id)

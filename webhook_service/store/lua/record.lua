@@ -7,10 +7,12 @@
 -- failing, or a 410, disables it. Health changes become operational events.
 -- The attempt itself goes only to the log outbox (log_state): Redis keeps the delivery's
 -- state, the log keeps its history.
--- Keys (none passed as KEYS): K.delivery .. <dlv>, K.endpoint_seqs, K.event .. <msg>,
+-- KEYS[1]: K.delivery .. <dlv>, the delivery's key (store/deliveries.py RecordArgs.keys),
+--   whose bucket every other key is of: K.endpoint_seqs, K.event .. <msg>,
 --   K.endpoint .. <ep>, K.inflight .. <ep>, K.parked .. <ep>, K.app_inflight .. <app>,
---   K.app_parked .. <app>, K.rate .. <ep>, K.backlog .. <ep>, K.due, K.metrics, K.outbox,
---   K.sub_ops (the endpoints an operational event goes to, under the same templates)
+--   K.app_parked .. <app>, K.rate .. <ep>, K.backlog .. <ep>, K.due, K.metrics, K.outbox;
+--   for an operational event it causes, K.sub_ops and the new event's keys in the default
+--   application's bucket, or K.ops_requests in another (common.lua emit_ops)
 -- ARGV (store/deliveries.py RecordArgs.argv gives them in this order):
 local now = tonumber(ARGV[1])
 local token = ARGV[2]                 -- the lease this attempt was sent under
@@ -24,7 +26,8 @@ local disable_after = tonumber(ARGV[9])  -- ms of failing that disables the endp
 local ctx = {now = now,               -- for the operational events it may cause:
   iso = ARGV[10],                     -- the time, ISO 8601
   budget = tonumber(ARGV[11]),        -- attempts their deliveries get
-  ids = {ARGV[12], ARGV[13], ARGV[14]}}  -- their ids, one each
+  ids = {ARGV[12], ARGV[13], ARGV[14]}}  -- their ids, one each (of the default
+                                         -- application's bucket)
 local next_token = ARGV[15]           -- lease the parked deliveries with it ('' = don't)
 local next_lease_ms = tonumber(ARGV[16])  -- that lease's lease_ms,
 local next_max = tonumber(ARGV[17])       -- its max_in_flight

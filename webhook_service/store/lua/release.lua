@@ -5,12 +5,13 @@
 -- time has come. A delivery pending again since (an admin's retry) stays; it is named again
 -- when it finishes. An event goes with the last of its deliveries still in Redis (its live
 -- count), never while one is in flight.
--- Keys (none passed as KEYS): K.release, K.delivery .. <dlv>, K.event .. <msg>
+-- KEYS[1]: K.release, of one bucket (store/release.py ReleaseArgs.keys: the shipper calls
+--   each bucket's); the names are of it, and so K.delivery .. <dlv>, K.event .. <msg>
 -- ARGV (store/release.py ReleaseArgs.argv gives them in this order):
 local now = tonumber(ARGV[1])
 local hot = tonumber(ARGV[2])    -- ms what is named now stays
 local limit = tonumber(ARGV[3])  -- how many due names one call takes
--- ARGV[4...]: the names (delivery and event ids) the shipper just saw finish
+-- ARGV[4...]: the names (delivery and event ids of the bucket) the shipper just saw finish
 -- Returns {deliveries released, events released} (store/release.py Released.parse).
 for i = 4, #ARGV do redis.call('ZADD', K.release, now + hot, ARGV[i]) end
 local due = redis.call('ZRANGEBYSCORE', K.release, '-inf', now, 'LIMIT', 0, limit)

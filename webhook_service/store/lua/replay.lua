@@ -3,13 +3,16 @@
 -- (its type and channels), or to the one named, if it does. The new ids start with the
 -- replay's own time-ordered part, so they never meet the originals (whose ids start with
 -- the event's) and list as new; the originals and their attempt logs stay as they were.
--- Keys (none passed as KEYS): K.event .. <msg>, K.endpoint .. <ep>, K.sub_ops,
+-- KEYS[1]: K.event .. <msg>, the event's key (store/events.py ReplayArgs.keys), whose
+--   bucket (its application's; the default application's for ours) every other key is of:
+--   K.endpoint .. <ep>, K.sub_ops,
 --   K.sub_type .. <app> .. K.sub_type_infix .. <type>, K.sub_all .. <app>,
 --   K.delivery .. <dlv>, K.backlog .. <ep>, K.due, K.metrics, K.outbox
 -- ARGV (store/events.py ReplayArgs.argv gives them in this order):
 local now = tonumber(ARGV[1])
 local event_id = ARGV[2]
-local part = ARGV[3]                  -- the new ids' part after 'dlv_' (26 characters)
+local part = ARGV[3]                  -- the new ids' part after 'dlv_' (26 characters, of
+                                      -- the event's mark: the same bucket)
 local budget = tonumber(ARGV[4])      -- attempts each new delivery gets
 local grace_ms = tonumber(ARGV[5])    -- ms until a delivery's due entry wakes it anyway
 local only = ARGV[6]                  -- the one endpoint ('' = every one subscribed now)

@@ -1,7 +1,8 @@
 #!lua
 -- An admin's retry: each finished delivery named gets one more attempt, now. Deliveries
 -- still pending are on their way already and are left alone.
--- Keys (none passed as KEYS): K.delivery .. <dlv>, K.due, K.endpoint_seqs,
+-- KEYS[1]: K.due, of the bucket every delivery named is of (store/deliveries.py
+--   RetryArgs.keys); every other key is of it too: K.delivery .. <dlv>, K.endpoint_seqs,
 --   K.endpoint .. <ep>, K.backlog .. <ep>, K.outbox
 -- ARGV (store/deliveries.py RetryArgs.argv gives them in this order):
 local now = tonumber(ARGV[1])    -- its next_at

@@ -2,8 +2,10 @@
 -- Bring finished work back from the log into Redis, so an admin's retry, a recovery, a
 -- replay or an expunge can act on it as on work still in flight (store/revive.py reads the
 -- rows from the log and calls this). What Redis holds already is left as it is.
--- Keys (none passed as KEYS): K.event .. <msg>, K.release, K.delivery .. <dlv>, K.due,
---   K.endpoint_seqs, K.endpoint .. <ep>, K.backlog .. <ep>, K.outbox
+-- KEYS[1]: K.due, of the bucket every event and delivery named is of (store/revive.py
+--   Revival.keys: one call a bucket); every other key is of it too: K.event .. <msg>,
+--   K.release, K.delivery .. <dlv>, K.endpoint_seqs, K.endpoint .. <ep>, K.backlog .. <ep>,
+--   K.outbox
 -- ARGV (store/revive.py Revival.argv gives them in this order):
 local now = tonumber(ARGV[1])
 local grace = tonumber(ARGV[2])  -- ms to a revived delivery's due entry, the safety net for
