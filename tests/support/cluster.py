@@ -1,0 +1,115 @@
+"""A real Valkey Cluster of 3 primaries on loopback, from the Valkey binary the tests use
+(DESIGN.md, "Cluster-ready keys"): three nodes with cluster mode on, each in a directory of
+its own on free ports, joined with CLUSTER MEET, the 16 384 slots split among them with
+CLUSTER ADDSLOTSRANGE, ready once every node says cluster_state:ok. No outside tooling."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+
+from webhook_service.embedded import EmbeddedValkey, free_port, start_valkey
+
+SLOTS = 16_384
+_READY_S = 30.0
+
+
+@dataclass(frozen=True)
+class Cluster:
+    nodes: tuple[EmbeddedValkey, ...]
+    password: str
+
+    @property
+    def seed(self) -> EmbeddedValkey:
+        return self.nodes[0]
+
+
+# redis-py leaves execute_command untyped.
+def _client(node: EmbeddedValkey) -> redis.Redis:
+    return redis.Redis(
+        host="127.0.0.1", port=node.port, password=node.password, decode_responses=True
+    )
+
+
+Ranges = list[tuple[int, int]]
+
+
+def even(primaries: int) -> list[Ranges]:
+    """The slots split evenly, a range each, as cluster tooling does."""
+    share = SLOTS // primaries
+    return [
+        [(n * share, SLOTS - 1 if n == primaries - 1 else (n + 1) * share - 1)]
+        for n in range(primaries)
+    ]
+
+
+def apart(*alone: int) -> list[Ranges]:
+    """One node for each slot named, alone, and the last node for every other slot: a script
+    on one of those slots that touched a key of any other slot would be refused (Valkey
+    refuses only a key no slot of its node holds)."""
+    others: Ranges = []
+    low = 0
+    for slot in sorted(set(alone)):
+        if slot > low:
+            others.append((low, slot - 1))
+        low = slot + 1
+    if low < SLOTS:
+        others.append((low, SLOTS - 1))
+    return [[(slot, slot)] for slot in alone] + [others]
+
+
+@contextlib.contextmanager
+def running(directory: Path, slots: list[Ranges] | None = None) -> Iterator[Cluster]:
+    """The cluster (``slots``: each primary's ranges; three even ones by default), formed;
+    every node stopped after."""
+    layout = slots or even(3)
+    nodes: list[EmbeddedValkey] = []
+    password = "cluster-" + str(time.time_ns())
+    try:
+        for n in range(len(layout)):
+            home = directory / f"node{n}"
+            extra = (
+                "--cluster-enabled", "yes",
+                "--cluster-config-file", str(home / "nodes.conf"),
+                # The bus port, chosen free rather than the port + 10 000 it defaults to.
+                "--cluster-port", str(free_port()),
+                "--cluster-node-timeout", "5000",
+                "--appendonly", "no",
+            )  # fmt: skip
+            nodes.append(start_valkey(home, extra=extra, password=password))
+        _form(nodes, layout)
+        yield Cluster(tuple(nodes), password)
+    finally:
+        for node in nodes:
+            node.kill()
+
+
+def _form(nodes: list[EmbeddedValkey], layout: list[Ranges]) -> None:
+    clients = [_client(node) for node in nodes]
+    try:
+        first = clients[0]
+        bus = int(str(first.config_get("cluster-port")["cluster-port"]))
+        for client in clients[1:]:
+            client.execute_command("CLUSTER", "MEET", "127.0.0.1", nodes[0].port, bus)  # type: ignore[no-untyped-call]
+        for client, ranges in zip(clients, layout, strict=True):
+            bounds = [bound for pair in ranges for bound in pair]
+            client.execute_command("CLUSTER", "ADDSLOTSRANGE", *bounds)  # type: ignore[no-untyped-call]
+        deadline = time.monotonic() + _READY_S
+        while not all(_ok(c, len(nodes)) for c in clients):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the cluster did not reach cluster_state:ok")
+            time.sleep(0.1)
+    finally:
+        for client in clients:
+            client.close()
+
+
+def _ok(client: redis.Redis, nodes: int) -> bool:
+    info = str(client.execute_command("CLUSTER", "INFO"))  # type: ignore[no-untyped-call]
+    fields = dict(line.split(":", 1) for line in info.split() if ":" in line)
+    return fields.get("cluster_state") == "ok" and fields.get("cluster_known_nodes") == str(nodes)
