@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Api, create_endpoint, delivery_statuses, wait_for
+from tests.integration.test_applications import app_endpoint, app_event, new_app
 from tests.support.apikeys import make_key
 from tests.support.receiver import Receiver
 from tests.support.stack import ADMIN_KEY
@@ -280,8 +281,10 @@ async def test_applications_from_creation_to_their_own_endpoints_and_events(
     listing = await cli(api, "applications", "list", "--uid", uid)
     assert listing.code == 0, listing.err
     header, row = listing.out.splitlines()
-    assert header.split() == ["ID", "UID", "NAME", "RATE", "LIMIT", "CREATED"]
-    assert row.split()[:5] == [app_id, uid, "CLI", "Tenant", "50/s"]
+    assert header.split()[:4] + header.split()[-2:] == ["ID", "UID", "NAME", "HEALTH", "RATE",
+                                                         "LIMIT"]  # fmt: skip
+    assert row.split()[:6] == [app_id, uid, "CLI", "Tenant", "no", "endpoints"]
+    assert row.split()[-1] == "50/s"
     assert (await cli(api, "applications", "list", "--uid", "cli-nobody", "--json")).json()[
         "data"
     ] == []
@@ -289,7 +292,8 @@ async def test_applications_from_creation_to_their_own_endpoints_and_events(
         shown = await cli(api, "applications", "show", ref)
         assert shown.code == 0, shown.err
         assert (
-            f"id          {app_id}" in shown.out and "metadata    plan=pro, owner=ops" in shown.out
+            f"id            {app_id}" in shown.out
+            and "metadata      plan=pro, owner=ops" in shown.out
         )
     updated = (
         await cli(api, "applications", "update", uid, "--name", "CLI Tenant 2",
@@ -349,3 +353,89 @@ async def test_applications_from_creation_to_their_own_endpoints_and_events(
     assert deleted["endpoints_deleted"] == 1
     gone = await cli(api, "applications", "show", uid)
     assert gone.code == 1 and gone.err.startswith("error: 404")
+
+
+# `applications list`'s columns, as its header splits on white space (titles of two words
+# are two), and where each application's figures stand in its row.
+HEALTH_COLUMNS = [
+    "ID", "UID", "NAME", "HEALTH", "ENDPOINTS", "DISABLED", "FAILING", "DELIVERED", "1H",
+    "SUCCESS", "1H", "DELIVERED", "1D", "SUCCESS", "1D", "BACKLOG", "RATE", "LIMIT",
+]  # fmt: skip
+
+
+async def test_applications_list_each_ones_health_and_volume(api: Api, receiver: Receiver) -> None:
+    """Two applications: Acme with an endpoint whose receiver answers 500 and a healthy
+    one, Beta with a healthy one; an event to each endpoint. Acme is as healthy as its worst
+    endpoint; the figures are there once the workers have added the attempts' counts (within
+    WEBHOOK_COUNTS_INTERVAL)."""
+    tag = uuid.uuid4().hex[:8]
+    acme = await new_app(api, f"Acme {tag}", uid=f"acme-{tag}")
+    beta = await new_app(api, f"Beta {tag}", uid=f"beta-{tag}")
+    receiver.behaviours[f"hbad-{tag}"] = lambda _name, _n: 500
+    good = await app_endpoint(api, receiver, acme["id"], f"hok-{tag}", ["cli.health"])
+    bad = await app_endpoint(api, receiver, acme["id"], f"hbad-{tag}", ["cli.health"])
+    theirs = await app_endpoint(api, receiver, beta["id"], f"hbeta-{tag}", ["cli.health"])
+    await app_event(api, acme["id"], "cli.health", {"n": 1})
+    await app_event(api, beta["id"], "cli.health", {"n": 1})
+
+    async def counted() -> bool:
+        attempts = {}
+        for app, endpoint in ((acme, good), (acme, bad), (beta, theirs)):
+            _, stats, _ = await api.call(
+                "GET", f"/v1/applications/{app['id']}/endpoints/{endpoint['id']}/stats"
+            )
+            attempts[endpoint["id"]] = stats["last_hour"]["attempts"]
+        # The failing one's every attempt (the stack's schedule: four), and its delivery final.
+        return attempts == {good["id"]: 1, bad["id"]: 4, theirs["id"]: 1}
+
+    await wait_for(counted)
+
+    # Newest first, after app_default (its id sorts after every generated one): the two
+    # newest are this test's.
+    listing = await cli(api, "applications", "list", "--limit", "3")
+    assert listing.code == 0, listing.err
+    header, *rows = listing.out.splitlines()
+    assert header.split() == HEALTH_COLUMNS
+    by_id = {row.split()[0]: row for row in rows}
+    assert {acme["id"], beta["id"]} <= set(by_id)
+    rows = [by_id[acme["id"]], by_id[beta["id"]]]
+    # Every column starts where its title does (numbers end where theirs ends).
+    health_at = header.index("HEALTH")
+    assert by_id[acme["id"]][health_at:].split()[:9] == [
+        "failing", "2", "0", "1", "2", "50.0%", "2", "50.0%", "0",
+    ]  # fmt: skip
+    assert by_id[beta["id"]][health_at:].split()[:9] == [
+        "healthy", "1", "0", "0", "1", "100.0%", "1", "100.0%", "0",
+    ]  # fmt: skip
+    end = header.index("BACKLOG") + len("BACKLOG")
+    assert all(row[:end].endswith(" 0") for row in rows)
+
+    as_json = (await cli(api, "applications", "list", "--uid", acme["uid"], "--json")).json()
+    (listed,) = as_json["data"]
+    assert listed["health"] == {
+        "status": "failing", "endpoints": 2, "disabled": 0, "failing": 1,
+        "last_hour": {"deliveries": 2, "succeeded": 1, "failed": 1, "success_rate": 0.5},
+        "last_day": {"deliveries": 2, "succeeded": 1, "failed": 1, "success_rate": 0.5},
+        "backlog": 0,
+    }  # fmt: skip
+
+    shown = await cli(api, "applications", "show", beta["uid"])
+    assert shown.code == 0, shown.err
+    for line in ("health        healthy", "endpoints     1", "failing       0",
+                 "delivered 1h  1", "success 1h    100.0%", "backlog       0"):  # fmt: skip
+        assert line in shown.out.splitlines(), (line, shown.out)
+    assert (await cli(api, "applications", "show", acme["id"], "--json")).json()[
+        "health"
+    ] == listed["health"]
+
+    # Without deliveries:read: the endpoints counted, no figure made up.
+    reader = (await make_key(api, ["applications:read", "endpoints:read"]))["key"]
+    counts = await cli(api, "applications", "list", "--uid", acme["uid"], key=reader)
+    assert counts.code == 0, counts.err
+    _, row = counts.out.splitlines()
+    assert row[health_at:].split()[:9] == ["-", "2", "0", "-", "-", "-", "-", "-", "-"]
+    # Without endpoints:read either: the applications still list, their figures unknown.
+    names = (await make_key(api, ["applications:read"]))["key"]
+    unknown = (await cli(api, "applications", "list", "--uid", acme["uid"], "--json",
+                         key=names)).json()  # fmt: skip
+    assert set(unknown["data"][0]["health"].values()) == {None}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from webhook_service.admin import application_health as health
 from webhook_service.admin import views
 from webhook_service.admin.arguments import add_paging, key_value
 from webhook_service.admin.command import (
@@ -24,7 +25,11 @@ APP_HELP = "an application id (app_…) or uid"
 
 async def list_applications(ctx: Context) -> None:
     page = await ctx.api.applications(ctx.args.limit, ctx.args.cursor, ctx.args.uid)
-    ctx.out.show(page, lambda: views.applications_table(page["data"]))
+    found = await health.summaries(ctx.api, page["data"])
+    # One deleted since it was listed is left out, as the dashboard leaves it.
+    pairs = [(a, s) for a, s in zip(page["data"], found, strict=True) if s is not None]
+    shown = {**page, "data": [{**a, "health": s.as_json()} for a, s in pairs]}
+    ctx.out.show(shown, lambda: views.applications_table(pairs))
     ctx.out.next_page(page["next_cursor"])
 
 
@@ -43,7 +48,9 @@ async def create_application(ctx: Context) -> None:
 
 async def show_application(ctx: Context) -> None:
     application = await ctx.api.application(ctx.args.app_ref)
-    ctx.out.show(application, lambda: views.application_fields(application))
+    summary = await health.summary(ctx.api, application["id"])
+    shown = {**application, "health": summary.as_json()}
+    ctx.out.show(shown, lambda: views.application_fields(application, summary))
 
 
 def changes(args: argparse.Namespace) -> dict[str, Any]:
@@ -91,7 +98,11 @@ def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     def action(name: str, handler: Handler, text: str) -> argparse.ArgumentParser:
         return add_action(actions, common, name, handler, text)
 
-    listing = action("list", list_applications, "list applications, newest first")
+    listing = action(
+        "list", list_applications,
+        "list applications, newest first, each with its health and volume (summed from its "
+        "endpoints' stats: 1 + n requests an application of n endpoints)",
+    )  # fmt: skip
     listing.add_argument("--uid", help="only the one with this uid")
     add_paging(listing)
 
@@ -110,7 +121,7 @@ def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
         "--rate-limit", type=float, metavar="PER_SECOND", help="events it may be sent a second"
     )
 
-    action("show", show_application, "one application").add_argument(
+    action("show", show_application, "one application, with its health and volume").add_argument(
         "app_ref", metavar="APP", help=APP_HELP
     )
 

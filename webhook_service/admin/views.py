@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from webhook_service.admin import application_health as h
 from webhook_service.admin import describe as d
+from webhook_service.admin.application_health import Summary
 from webhook_service.admin.progress import DELETION_COUNTS
 from webhook_service.admin.tables import Column, render, render_fields
 
@@ -17,34 +19,51 @@ def num(title: str) -> Column:
     return Column(title, right=True)
 
 
-def applications_table(applications: Sequence[JSON]) -> str:
+# The health and volume columns of an application, as application_health's cells give them.
+HEALTH_TITLES = (
+    "ENDPOINTS", "DISABLED", "FAILING", "DELIVERED 1H", "SUCCESS 1H", "DELIVERED 1D",
+    "SUCCESS 1D", "BACKLOG",
+)  # fmt: skip
+
+
+def _health_cells(summary: Summary) -> list[str | int]:
+    return [*h.endpoint_cells(summary), *h.volume_cells(summary)]
+
+
+def applications_table(pairs: Sequence[tuple[JSON, Summary]]) -> str:
+    """One row per application with its health and volume; how often it may be sent to."""
     rows = [
-        (a["id"], a["uid"] or d.NOTHING, a["name"], d.rate(a["rate_limit"]),
-         d.moment(a["created_at"]))
-        for a in applications
+        (a["id"], a["uid"] or d.NOTHING, a["name"], h.word(s), *_health_cells(s),
+         d.rate(a["rate_limit"]))
+        for a, s in pairs
     ]  # fmt: skip
     columns: list[Column | str] = [
         "ID",
         Column("UID", max_width=40),
         Column("NAME", max_width=40),
+        "HEALTH",
+        *(num(title) for title in HEALTH_TITLES),
         num("RATE LIMIT"),
-        "CREATED",
     ]
     return render(columns, rows)
 
 
-def application_fields(app: JSON) -> str:
-    return render_fields(
-        [
-            ("id", app["id"]),
-            ("name", app["name"]),
-            ("uid", app["uid"] or d.NOTHING),
-            ("metadata", d.metadata(app)),
-            ("rate limit", d.rate(app["rate_limit"])),
-            ("created", d.moment(app["created_at"])),
-            ("updated", d.moment(app["updated_at"])),
-        ]
-    )
+def application_fields(app: JSON, summary: Summary | None = None) -> str:
+    """One application; with its health and volume when ``summary`` is given."""
+    fields: list[tuple[str, object]] = [
+        ("id", app["id"]),
+        ("name", app["name"]),
+        ("uid", app["uid"] or d.NOTHING),
+        ("metadata", d.metadata(app)),
+        ("rate limit", d.rate(app["rate_limit"])),
+        ("created", d.moment(app["created_at"])),
+        ("updated", d.moment(app["updated_at"])),
+    ]
+    if summary is not None:
+        fields.append(("health", h.word(summary)))
+        titles = (t.lower() for t in HEALTH_TITLES)
+        fields += zip(titles, _health_cells(summary), strict=True)
+    return render_fields(fields)
 
 
 def endpoints_table(endpoints: Sequence[JSON]) -> str:

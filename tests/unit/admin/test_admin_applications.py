@@ -19,6 +19,7 @@ from yarl import URL
 from tests.support.mock_http import CompatResponse
 from webhook_service.admin import cli
 from webhook_service.admin.application_commands import changes
+from webhook_service.admin.tables import width
 
 BASE = "http://api.test:8000"
 ANY = re.compile(r"^http://api\.test:8000/.*$")
@@ -100,31 +101,134 @@ def test_create_sends_only_what_was_given(http: aioresponses) -> None:
     ]  # fmt: skip
 
 
-def test_list_filters_by_uid_and_pages(
+def route(http: aioresponses, path: str, payload: Any, status: int = 200) -> None:
+    """One path's answer (whatever its query), ahead of any ``answer`` for every path."""
+    http.get(
+        re.compile(rf"^{re.escape(BASE + path)}(\?.*)?$"), status=status, payload=payload,
+        repeat=True, response_class=CompatResponse,
+    )  # fmt: skip
+
+
+def window(succeeded: int, failed: int, rate: float | None) -> dict[str, Any]:
+    return {"succeeded": succeeded, "failed": failed, "attempt_success_rate": rate}
+
+
+# ep_1's latest attempt failed; ep_2 is disabled (and counts in no health).
+STATS = {
+    "ep_1": {
+        "last_hour": window(3, 1, 0.6), "last_day": window(9, 1, 0.8), "backlog": 2,
+        "per_minute": [], "last_success_at": "2026-01-31T12:00:00.000Z",
+        "last_failure": {"at": "2026-01-31T12:05:00.000Z", "status_code": 500, "error": None},
+    },
+    "ep_2": {
+        "last_hour": window(0, 0, None), "last_day": window(1, 0, 1.0), "backlog": 0,
+        "per_minute": [], "last_success_at": "2026-01-31T11:00:00.000Z", "last_failure": None,
+    },
+}  # fmt: skip
+ENDPOINTS = [ENDPOINT, {**ENDPOINT, "id": "ep_2", "disabled": True}]
+HEALTH_HEADER = [
+    "ID", "UID", "NAME", "HEALTH", "ENDPOINTS", "DISABLED", "FAILING", "DELIVERED", "1H",
+    "SUCCESS", "1H", "DELIVERED", "1D", "SUCCESS", "1D", "BACKLOG", "RATE", "LIMIT",
+]  # fmt: skip
+
+
+def app_with_endpoints(http: aioresponses, stats_status: int = 200) -> None:
+    """APP with ENDPOINTS and their STATS (or, for every stats request, ``stats_status``)."""
+    nested = f"/v1/applications/{APP['id']}/endpoints"
+    route(http, nested, {"data": ENDPOINTS, "next_cursor": None})
+    for endpoint_id, stats in STATS.items():
+        problem = {"type": "about:blank", "status": stats_status, "title": "Forbidden"}
+        answered = stats if stats_status == 200 else problem
+        route(http, f"{nested}/{endpoint_id}/stats", answered, stats_status)
+
+
+def test_list_shows_each_applications_health_and_volume_and_pages(
     http: aioresponses, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    app_with_endpoints(http)
     answer(http, "GET", {"data": [APP], "next_cursor": "c2"})
     assert run("applications", "list", "--uid", "acme", "--limit", "10") == 0
-    assert requests(http) == [("GET", "/v1/applications?limit=10&uid=acme", None)]
+    made = requests(http)
+    assert made[0] == ("GET", "/v1/applications?limit=10&uid=acme", None)
+    assert sorted(path for _, path, _ in made[1:]) == [
+        "/v1/applications/app_01JAPP/endpoints/ep_1/stats",
+        "/v1/applications/app_01JAPP/endpoints/ep_2/stats",
+        "/v1/applications/app_01JAPP/endpoints?limit=250",
+    ]
     printed = capsys.readouterr()
     header, row = printed.out.splitlines()
-    assert header.split() == ["ID", "UID", "NAME", "RATE", "LIMIT", "CREATED"]
-    assert row.split()[:4] == ["app_01JAPP", "acme", "Acme", "5/s"]
+    assert header.split() == HEALTH_HEADER
+    assert row.split() == [
+        "app_01JAPP", "acme", "Acme", "failing", "2", "1", "1", "4", "75.0%", "11", "90.9%",
+        "2", "5/s",
+    ]  # fmt: skip
+    # Aligned: each column starts where its title does, numbers end where theirs ends.
+    assert row[header.index("HEALTH") :].startswith("failing ")
+    end = header.index("BACKLOG") + len("BACKLOG")
+    assert row[:end].endswith(" 2")
     assert "--cursor c2" in printed.err
+
+    assert run("applications", "list", "--json") == 0
+    listed = orjson.loads(capsys.readouterr().out)
+    assert listed["next_cursor"] == "c2"
+    (only,) = listed["data"]
+    assert only["id"] == APP["id"] and only["rate_limit"] == 5.0
+    assert only["health"] == {
+        "status": "failing", "endpoints": 2, "disabled": 1, "failing": 1,
+        "last_hour": {"deliveries": 4, "succeeded": 3, "failed": 1, "success_rate": 0.75},
+        "last_day": {"deliveries": 11, "succeeded": 10, "failed": 1, "success_rate": 10 / 11},
+        "backlog": 2,
+    }  # fmt: skip
+
+
+def test_a_key_without_deliveries_read_lists_the_endpoint_counts_alone(
+    http: aioresponses, capsys: pytest.CaptureFixture[str]
+) -> None:
+    app_with_endpoints(http, stats_status=403)
+    answer(http, "GET", {"data": [APP], "next_cursor": None})
+    assert run("applications", "list") == 0
+    _, row = capsys.readouterr().out.splitlines()
+    assert row.split()[3:] == ["-", "2", "1", "-", "-", "-", "-", "-", "-", "5/s"]
+    assert run("applications", "list", "--json") == 0
+    health = orjson.loads(capsys.readouterr().out)["data"][0]["health"]
+    assert (health["status"], health["endpoints"], health["disabled"]) == (None, 2, 1)
+    assert health["last_hour"] is health["backlog"] is None
+
+
+def test_list_keeps_the_columns_aligned_and_control_characters_visible(
+    http: aioresponses, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hostile = {**APP, "id": "app_02", "name": "Evil\x1b]0;pwned\x07 日本", "uid": None}
+    route(http, "/v1/applications/app_02/endpoints", {"data": [], "next_cursor": None})
+    app_with_endpoints(http)
+    answer(http, "GET", {"data": [hostile, APP], "next_cursor": None})
+    assert run("applications", "list") == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    header, evil, acme = out.splitlines()
+    assert "Evil\\x1b]0;pwned\\x07 日本" in evil
+    at = width(header[: header.index("HEALTH")])
+    # An application without endpoints is said to be so; wide characters count as two.
+    assert width(evil[: evil.index("no endpoints")]) == at
+    assert width(acme[: acme.index("failing")]) == at
 
 
 def test_show_update_and_delete_name_the_application_as_one_segment(
     http: aioresponses, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    route(http, "/v1/applications/app_01JAPP/endpoints", {"data": [], "next_cursor": None})
     answer(http, "GET", APP)
     answer(http, "PATCH", APP)
     answer(http, "DELETE", {**JOB, "kind": "delete"}, 202)
     assert run("applications", "show", "acme/eu") == 0
-    assert "metadata    plan=pro" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert "metadata      plan=pro" in shown and "health        no endpoints" in shown
     assert run("applications", "update", "..", "--name", "Acme 2", "--no-uid") == 0
     assert run("applications", "delete", "app_01JAPP", "--no-wait") == 0
     assert requests(http) == [
         ("GET", "/v1/applications/acme%2Feu", None),
+        # Its figures on its id's routes: the uid is resolved once.
+        ("GET", "/v1/applications/app_01JAPP/endpoints?limit=250", None),
         ("PATCH", "/v1/applications/%2E%2E", {"name": "Acme 2", "uid": None}),
         ("DELETE", "/v1/applications/app_01JAPP", None),
     ]

@@ -1,14 +1,15 @@
-"""The dashboard's applications: each one's figures summed from its endpoints' stats, the
-two forms of every page (flat, and within an application) with one handler, and the links,
-header and breadcrumbs each form draws."""
+"""The dashboard's applications: the two forms of every page (flat, and within an
+application) with one handler, and the links, header and breadcrumbs each form draws. (Each
+application's figures: tests/unit/admin/test_application_health.py.)"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from webhook_service.admin.application_health import UNSEEN, summarize
 from webhook_service.api.scopes import PUBLIC, ROUTE_SCOPES
 from webhook_service.dashboard import ROUTES, layout
-from webhook_service.dashboard.application_pages import NO_ENDPOINTS, Volume, summarize
+from webhook_service.dashboard.application_pages import HEADERS, application_row
 from webhook_service.dashboard.delivery_pages import delivery_headers, delivery_rows
 from webhook_service.dashboard.markup import render
 from webhook_service.dashboard.places import FLAT, NESTED_PREFIX, Place, within
@@ -17,69 +18,6 @@ from webhook_service.store.applications import DEFAULT_APP_ID
 
 SESSION = Session("key", "token", 0, "sid")
 ACME = {"id": "app_01ACME", "name": "Acme <Ltd>", "uid": "acme"}
-
-
-def _window(succeeded: int, failed: int) -> dict[str, Any]:
-    return {"succeeded": succeeded, "failed": failed, "attempt_success_rate": None}
-
-
-def _stats(
-    hour: tuple[int, int] = (0, 0),
-    day: tuple[int, int] = (0, 0),
-    backlog: int = 0,
-    success: str | None = None,
-    failure: str | None = None,
-) -> dict[str, Any]:
-    return {
-        "last_hour": _window(*hour),
-        "last_day": _window(*day),
-        "backlog": backlog,
-        "per_minute": [],
-        "last_success_at": success,
-        "last_failure": None if failure is None else {"at": failure},
-    }
-
-
-def _endpoint(disabled: bool = False) -> dict[str, Any]:
-    return {"disabled": disabled}
-
-
-EARLY, LATE = "2026-01-31T12:00:00.000Z", "2026-01-31T12:05:00.000Z"
-
-
-def test_an_application_sums_its_endpoints_and_is_as_healthy_as_its_worst() -> None:
-    summary = summarize(
-        [_endpoint(), _endpoint(), _endpoint(disabled=True)],
-        [
-            _stats((3, 0), (10, 0), backlog=2, success=LATE),
-            _stats((1, 2), (1, 5), backlog=1, success=EARLY, failure=LATE),
-            _stats(),
-        ],
-    )
-    assert (summary.endpoints, summary.disabled, summary.failing) == (3, 1, 1)
-    assert summary.health == "failing"
-    assert summary.last_hour == Volume(4, 2) and summary.last_day == Volume(11, 5)
-    assert summary.last_hour.deliveries == 6 and summary.last_hour.success_rate == 4 / 6
-    assert summary.backlog == 3
-
-
-def test_idle_disabled_and_empty_applications_say_so() -> None:
-    assert summarize([_endpoint()], [_stats()]).health == "idle"
-    assert summarize([_endpoint(), _endpoint()], [_stats(), _stats(success=LATE)]).health == (
-        "healthy"
-    )
-    assert summarize([_endpoint(disabled=True)], [_stats()]).health == "disabled"
-    empty = summarize([], [])
-    assert empty.health == NO_ENDPOINTS and empty.last_hour == Volume(0, 0)
-    assert empty.last_hour.success_rate is None
-
-
-def test_without_stats_an_application_shows_its_endpoints_alone() -> None:
-    # The key lacks deliveries:read: no figure is made up.
-    summary = summarize([_endpoint(), _endpoint(disabled=True)], None)
-    assert (summary.endpoints, summary.disabled) == (2, 1)
-    assert [summary.health, summary.failing, summary.last_hour, summary.backlog] == [None] * 4
-    assert summarize([], None).health == NO_ENDPOINTS
 
 
 def test_a_place_draws_its_own_links() -> None:
@@ -103,6 +41,9 @@ def test_records_on_a_flat_page_link_to_their_own_application() -> None:
     assert acme.of({"application": "app_01BETA"}) is acme
 
 
+EARLY, LATE = "2026-01-31T12:00:00.000Z", "2026-01-31T12:05:00.000Z"
+
+
 def _delivery(application: str | None) -> dict[str, Any]:
     return {
         "id": "dlv_" + "x" * 52, "application": application, "endpoint_id": "ep_1",
@@ -123,6 +64,19 @@ def test_a_flat_delivery_list_names_each_application_and_a_nested_one_none() -> 
     [row] = delivery_rows(acme, [_delivery("app_01ACME")])
     assert len(row) == len(delivery_headers(acme))
     assert 'href="/dashboard/applications/app_01ACME/deliveries/dlv_' in str(row[0])
+
+
+def test_an_application_row_has_a_cell_for_every_heading() -> None:
+    summed = summarize([{"disabled": False}, {"disabled": True}], None)
+    row = application_row(ACME, summed)
+    assert len(row) == len(HEADERS)
+    by_heading = dict(zip(HEADERS, row, strict=True))
+    assert (by_heading["Endpoints"], by_heading["Disabled"], by_heading["Failing"]) == (2, 1, "-")
+    assert by_heading["Health"] == by_heading["Hour's deliveries"] == by_heading["Backlog"] == "-"
+    assert 'href="/dashboard/applications/app_01ACME"' in str(by_heading["Application"])
+    assert ">Acme &lt;Ltd&gt;<" in str(by_heading["Application"])
+    # Nothing seen (no endpoints:read): every figure unknown, none made up.
+    assert application_row(ACME, UNSEEN)[3:6] == ["-"] * 3
 
 
 def test_a_page_within_an_application_names_it_in_its_header_and_breadcrumbs() -> None:
