@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -34,6 +35,9 @@ class Settings(BaseSettings):
     data_dir: Path = Path("./var")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
+    # The service's public base URL (https://webhooks.example.com), which portal links
+    # start with; unset, a link starts with the scheme and host its request came to.
+    public_url: str | None = None
     admin_key: SecretStr | None = None
     # base64 of 32 bytes; endpoint secrets are sealed with it (AES-GCM) before they reach Redis.
     master_key: SecretStr | None = None
@@ -177,6 +181,16 @@ class Settings(BaseSettings):
                 "generate one with `openssl rand -hex 24`"
             )
         return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _base_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query:
+            raise ValueError("WEBHOOK_PUBLIC_URL is a base URL: http(s)://host[:port][/path]")
+        return value.rstrip("/")
 
     @field_validator("allowed_networks", mode="before")
     @classmethod

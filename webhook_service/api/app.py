@@ -16,6 +16,7 @@ from webhook_service.api import (
     health,
     jobs,
     metrics,
+    portal_access,
     stats,
 )
 from webhook_service.api.auth import auth_middleware
@@ -49,7 +50,7 @@ def create_app(svc: Services) -> web.Application:
     app[IN_FLIGHT] = InFlight(svc.settings.key_concurrency)
     for module in (health, events, endpoints, deliveries, jobs, cron, apikeys, applications):
         app.add_routes(module.routes)
-    for module in (event_history, stats, metrics):
+    for module in (event_history, stats, metrics, portal_access):
         app.add_routes(module.routes)
     jobs.setup(app, svc)
     app.cleanup_ctx.append(cron.ticker_context)

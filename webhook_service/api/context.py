@@ -20,6 +20,7 @@ from webhook_service.store.deliveries import DeliveryStore
 from webhook_service.store.endpoints import EndpointStore
 from webhook_service.store.events import EventStore, InlineWakeup
 from webhook_service.store.jobs import JobStore
+from webhook_service.store.portal import PortalStore
 from webhook_service.store.ratelimit import RateLimiter
 
 
@@ -48,6 +49,8 @@ class Services:
     jobs: JobStore
     api_keys: ApiKeyStore
     applications: ApplicationStore
+    # Portal grants and sessions (webhook_service/portal_access.py).
+    portal: PortalStore
     limiter: RateLimiter
     # Every history read: the SQL log, with Redis for what is still in flight.
     history: HistoryReader

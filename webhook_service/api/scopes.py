@@ -58,6 +58,9 @@ ROUTE_SCOPES: dict[tuple[str, str], Scope | None] = {
     ("GET", "/v1/applications/{app}"): Scope.APPLICATIONS_READ,
     ("PATCH", "/v1/applications/{app}"): Scope.APPLICATIONS_WRITE,
     ("DELETE", "/v1/applications/{app}"): Scope.APPLICATIONS_WRITE,
+    # Portal links (api/portal_access.py): making one hands out the application's portal.
+    ("POST", "/v1/portal-access"): Scope.APPLICATIONS_WRITE,
+    ("DELETE", "/v1/portal-access"): Scope.APPLICATIONS_WRITE,
     ("GET", "/v1/api-keys"): Scope.ADMIN,
     ("POST", "/v1/api-keys"): Scope.ADMIN,
     ("DELETE", "/v1/api-keys/{key_id}"): Scope.ADMIN,

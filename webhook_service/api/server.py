@@ -29,6 +29,7 @@ from webhook_service.store.deliveries import DeliveryStore
 from webhook_service.store.endpoints import EndpointStore
 from webhook_service.store.events import EventStore
 from webhook_service.store.jobs import JobStore
+from webhook_service.store.portal import PortalStore
 from webhook_service.store.ratelimit import RateLimiter
 from webhook_service.store.scripts import Scripts
 from webhook_service.wakeup import AsyncCeleryWaker, CeleryWaker, NoWakeups
@@ -80,6 +81,7 @@ async def build_app(settings: Settings, publisher: Celery | None) -> web.Applica
         jobs=JobStore(client, ttl_s=7 * 86400),
         api_keys=ApiKeyStore(client, box),
         applications=ApplicationStore(client, scripts),
+        portal=PortalStore(client),
         limiter=RateLimiter(scripts),
         history=history,
         reviver=Reviver(history, scripts, int(settings.hot_seconds * 1000)),

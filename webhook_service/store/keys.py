@@ -115,6 +115,15 @@ B idem:{app}:{key}:{idem}    hash   state, hash, event, until, fanout (the event
                                     application, API key and idempotency key; expires
                                     with the window
 B limit:app:{app}            str    the application's ingest limiter (GCRA arrival)
+B portal:gen:{app}           str    the application's portal generation (INCR; none =
+                                    0): every grant and session of an older one is
+                                    dead (DELETE .../portal-access bumps it)
+B portal:grant:{app}:{hash}  hash   a portal link (store/portal.py): caps (comma
+                                    list), expires (ms), gen; hash is the SHA-256 of
+                                    its token, never the token; expires with it
+B portal:session:{app}:{sid} str    the generation a portal session was opened in,
+                                    while it lasts: sign-out deletes it; expires with
+                                    its grant
 B log:outbox                 stream the bucket's delivery log records not yet in SQL,
                                     in the order its state changes made them
                                     (webhook_service/history/records.py): the shipper
@@ -312,6 +321,11 @@ LUA_KEYS = {
     "wakeup_more": "wakeup:more:",
     "idem": "idem:",
     "app_limit": "limit:app:",
+    # Not used by any script: the portal's keys (store/portal.py) are of the
+    # application's bucket like these, and the deletion job sweeps them by this name.
+    "app_portal_gen": "portal:gen:",
+    "app_portal_grant": "portal:grant:",
+    "app_portal_session": "portal:session:",
     "outbox": "log:outbox",
     "release": "log:release",
     "ops_requests": "ops:requests",
@@ -356,6 +370,18 @@ def sub_type(app_id: str, event_type: str) -> str:
 
 def sub_all(app_id: str) -> str:
     return _of("sub_all", app_id)
+
+
+def portal_generation(app_id: str) -> str:
+    return _of("app_portal_gen", app_id)
+
+
+def portal_grant(app_id: str, token_digest: str) -> str:
+    return _of("app_portal_grant", app_id) + ":" + token_digest
+
+
+def portal_session(app_id: str, session_id: str) -> str:
+    return _of("app_portal_session", app_id) + ":" + session_id
 
 
 def app_limit(app_id: str) -> str:
