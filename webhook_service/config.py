@@ -104,6 +104,9 @@ class Settings(BaseSettings):
     # out to (only within its application): each event's single ingest step writes one
     # record per subscribed endpoint.
     max_endpoints_per_app: int = Field(100, ge=1)
+    # Ingest checks an event's data against its catalog type's schema, where it has one
+    # (api/validation.py): off; warn (stored, counted and logged); enforce (a 422).
+    validate_events: Literal["off", "warn", "enforce"] = "warn"
 
     # A lease outlasts the longest send (connect and request timeouts) by this much: the
     # lease's and the record's round trips to Redis, and a busy machine's delays. A worker

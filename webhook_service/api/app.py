@@ -12,6 +12,7 @@ from webhook_service.api import (
     deliveries,
     endpoints,
     event_history,
+    event_types,
     events,
     health,
     jobs,
@@ -50,9 +51,10 @@ def create_app(svc: Services) -> web.Application:
     app[IN_FLIGHT] = InFlight(svc.settings.key_concurrency)
     for module in (health, events, endpoints, deliveries, jobs, cron, apikeys, applications):
         app.add_routes(module.routes)
-    for module in (event_history, stats, metrics, portal_access):
+    for module in (event_history, event_types, stats, metrics, portal_access):
         app.add_routes(module.routes)
     jobs.setup(app, svc)
+    event_types.setup(app, svc)
     app.cleanup_ctx.append(cron.ticker_context)
     dashboard.setup(app)
     return app

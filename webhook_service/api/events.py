@@ -23,6 +23,7 @@ from webhook_service.api.models import EventIn
 from webhook_service.api.problems import ProblemError
 from webhook_service.api.routing import tenant_route
 from webhook_service.api.tenancy import bound_application, not_found, path_application
+from webhook_service.api.validation import check_event
 from webhook_service.ids import mark_of, new_id
 from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
@@ -101,6 +102,7 @@ async def post_event(request: web.Request) -> web.Response:
         )
     now = now_ms()
     event_id = new_id("msg", now, mark=mark_of(app_id))  # of its application's bucket
+    await check_event(request, event_id, event.type, event.data)
     body = orjson.dumps({"type": event.type, "timestamp": iso(now), "data": event.data}).decode()
     claim = None
     if idem_key is not None:

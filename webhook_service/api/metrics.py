@@ -3,8 +3,9 @@
 The figures are cluster-wide: they live in Redis (``store/telemetry.py``), written by the
 Lua steps of every worker and API process, and a scrape turns one snapshot of them into
 metric families through a collector. Labels are bounded: outcome, class, queue, reason,
-cause. The log's backlog (records in the outbox, the age of the oldest) is read there too:
-while SQL is away it grows in Redis, and that is where an operator must see it.
+cause, and event_type (of the catalog's types with a schema, store/event_types.py). The
+log's backlog (records in the outbox, the age of the oldest) is read there too: while SQL
+is away it grows in Redis, and that is where an operator must see it.
 
 Two families are this process's own: the store's refusals by cause, counted where they
 happen, and whether this scrape could read the store. They are exactly what is wanted
@@ -72,6 +73,16 @@ class SnapshotCollector(Collector):
             if field.startswith("rejected:"):
                 rejected.add_metric([field.partition(":")[2]], int(value))
         yield rejected
+        violations = CounterMetricFamily(
+            "webhook_schema_violations",
+            "Events stored though their data broke their catalog type's schema "
+            "(WEBHOOK_VALIDATE_EVENTS=warn), by type.",
+            labels=["event_type"],
+        )
+        for field, value in sorted(data.counters.items()):
+            if field.startswith("schema_violations:"):
+                violations.add_metric([field.partition(":")[2]], int(value))
+        yield violations
         outcomes = CounterMetricFamily(
             "webhook_deliveries", "Deliveries that reached a final status.", labels=["outcome"]
         )

@@ -22,6 +22,8 @@ class Scope(StrEnum):
     DELIVERIES_WRITE = "deliveries:write"
     APPLICATIONS_READ = "applications:read"
     APPLICATIONS_WRITE = "applications:write"
+    # The event-type catalog is global: never for a key bound to one application.
+    EVENT_TYPES_WRITE = "event-types:write"
     # Implies every other scope, and alone manages API keys.
     ADMIN = "admin"
 
@@ -68,6 +70,13 @@ ROUTE_SCOPES: dict[tuple[str, str], Scope | None] = {
     ("POST", "/v1/events/{event_id}/replay"): Scope.EVENTS_WRITE,
     ("DELETE", "/v1/events/{event_id}/payload"): Scope.EVENTS_WRITE,
     ("GET", "/v1/endpoints/{endpoint_id}/stats"): Scope.DELIVERIES_READ,
+    # The event-type catalog (api/event_types.py): read by whoever reads events.
+    ("GET", "/v1/event-types"): Scope.EVENTS_READ,
+    ("POST", "/v1/event-types"): Scope.EVENT_TYPES_WRITE,
+    ("POST", "/v1/event-types/import"): Scope.EVENT_TYPES_WRITE,
+    ("GET", "/v1/event-types/{name}"): Scope.EVENTS_READ,
+    ("PATCH", "/v1/event-types/{name}"): Scope.EVENT_TYPES_WRITE,
+    ("DELETE", "/v1/event-types/{name}"): Scope.EVENT_TYPES_WRITE,
     # The dashboard (webhook_service/dashboard/) is public to this check only: each page
     # needs its own session cookie (redirecting to the sign-in page without one), and does
     # nothing itself; it calls this API with the signed-in person's key, so every scope

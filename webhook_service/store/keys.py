@@ -11,8 +11,9 @@ log outbox, the release set, the counters, the endpoint sequence map, the uid ma
 application list, the wake-up bookkeeping) is kept once per bucket under the same tags. A
 script is handed one key of its bucket as KEYS[1] (a cluster client routes it by that key)
 and builds every other key from the templates under that key's tag. Job keys share the tag
-``{jobs}``, API keys ``{apikeys}``; what no atomic step shares with another key (locks,
-heartbeats, the schema marker, dashboard sessions, a generic limiter) has none.
+``{jobs}``, API keys ``{apikeys}``, the event-type catalog ``{types}``; what no atomic step
+shares with another key (locks, heartbeats, the schema marker, dashboard sessions, a generic
+limiter) has none.
 
 Data model (all under ``PREFIX``; B is a bucket's tag ``{b<n>}:``, the bucket of the id in
 the name, or, for a structure kept per bucket, of what it holds):
@@ -149,6 +150,13 @@ B ops:made:{msg}             str    in the default application's bucket: that
                                     never the key)
 {apikeys}:apikeys            zset   every API key id (score 0, ordered by id = time)
 apikeys:pepper               str    the HMAC pepper, sealed with the master key
+{types}:type:{name}          hash   an event type of the catalog (store/event_types.py):
+                                    description, schema (JSON, '' = none), examples
+                                    (JSON list), group ('' = none), deprecated,
+                                    archived ('1' / '0'), created, updated
+{types}:types                zset   every catalog type's name (score 0, by name)
+{types}:types:version        str    bumped (INCR) by every catalog write: an API
+                                    process reloads its compiled schemas when it moved
 heartbeats                   zset   Celery worker hostname by the ms of its last beat
 scheduler:tick               str    the ms the acting scheduler last finished a pass
 schema                       str    the store's schema version, an integer
@@ -509,6 +517,17 @@ WINDOW_TTL = {
 
 def api_key(key_id: str) -> str:
     return f"{PREFIX}{API_KEYS_TAG}:apikey:{key_id}"
+
+
+# The event-type catalog: global (not per application), small and read often; one tag of
+# its own, so a write's MULTI/EXEC is one slot.
+EVENT_TYPES_TAG = "{types}"
+EVENT_TYPES = f"{PREFIX}{EVENT_TYPES_TAG}:types"
+EVENT_TYPES_VERSION = f"{PREFIX}{EVENT_TYPES_TAG}:types:version"
+
+
+def event_type(name: str) -> str:
+    return f"{PREFIX}{EVENT_TYPES_TAG}:type:{name}"
 
 
 # A dashboard sign-in lasts 8 hours at most, however busy: a working day.

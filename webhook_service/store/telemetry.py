@@ -11,6 +11,8 @@ few lengths, in one round trip. Their fields:
 ======================  =========================================================
 events_accepted         events stored by POST /v1/events (ingest.lua)
 rejected:{kind}         POST /v1/events answered 4xx, by problem kind (the API)
+schema_violations:{t}   events of type t stored though their data broke its catalog
+                        schema (WEBHOOK_VALIDATE_EVENTS=warn, api/validation.py)
 outcome:{status}        deliveries that became succeeded, failed or disabled
 attempts:{class}        attempts by class: 2xx..5xx, timeout, network (counts.py)
 duration:{b}            attempt durations, power-of-two ms buckets (``buckets.py``)
@@ -78,6 +80,10 @@ class Snapshot:
 
 async def count_rejection(redis: Redis, kind: str) -> None:
     await redis.hincrby(keys.metrics(keys.DEFAULT_BUCKET), "rejected:" + kind, 1)
+
+
+async def count_schema_violation(redis: Redis, event_type: str) -> None:
+    await redis.hincrby(keys.metrics(keys.DEFAULT_BUCKET), "schema_violations:" + event_type, 1)
 
 
 async def snapshot(redis: Redis, now_ms: int) -> Snapshot:

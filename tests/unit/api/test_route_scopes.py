@@ -44,7 +44,7 @@ def test_scope_names_are_the_documented_strings() -> None:
     assert [s.value for s in Scope] == [
         "events:write", "events:read", "endpoints:read", "endpoints:write",
         "deliveries:read", "deliveries:write", "applications:read", "applications:write",
-        "admin",
+        "event-types:write", "admin",
     ]  # fmt: skip
 
 
