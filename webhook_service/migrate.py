@@ -30,7 +30,13 @@ stamped 3 last.
 
 Schema 3 -> 4: the single-tenant store moves into the default application
 (``store/tenancy_migration.py``): its endpoints, their subscriptions, the events Redis still
-holds, the idempotency records and the log records not yet shipped. Stamped 4.
+holds, the idempotency records and the log records not yet shipped. Stamped 4. With
+``--application NAME`` (and ``--uid UID``) it moves into a new application of that name
+instead, made in the step (in bucket 0, where the store is; its uid's mapping where lookups
+look), and the log's rows of the default application follow it (``history/reassign.py``);
+operations endpoints stay in the default application, the only one that may hold them. The
+flat routes then act on the default application, which starts empty. A store at schema 4 or
+later is in applications already: the option is refused there, before any step.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ import sqlalchemy as sa
 
 from webhook_service.crypto import MasterKeyError, SecretBox, looks_sealed
 from webhook_service.history import backfill
+from webhook_service.history.reassign import reassign
 from webhook_service.ids import seq_tail
 from webhook_service.store import bucket_migration, keys, schema, tenancy_migration
 from webhook_service.store.applications import DEFAULT_APP_ID
@@ -74,8 +81,9 @@ class MigrateReport:
     numbered: int = 0  # endpoints made before sequence numbers, given one now
     moved: backfill.Moved | None = None  # the history moved into the log, if this run did
     indexes: int = 0  # history index keys deleted
-    # what moved into the default application, if this run made that step
+    # what moved into the default application (or the one named), if this run made that step
     tenancy: tenancy_migration.Moved | None = None
+    log_rows: int = 0  # the log's events and deliveries given to the application named
     # what moved into buckets, if this run made that step
     buckets: bucket_migration.Moved | None = None
 
@@ -169,16 +177,28 @@ def _seal_all(client: redis.Redis, box: SecretBox, report: MigrateReport, batch:
 
 
 def migrate(
-    client: redis.Redis, box: SecretBox, engine: sa.Engine, batch: int = 1000
+    client: redis.Redis,
+    box: SecretBox,
+    engine: sa.Engine,
+    batch: int = 1000,
+    destination: tenancy_migration.Destination = tenancy_migration.DEFAULT_DESTINATION,
 ) -> MigrateReport:
     """Bring the store to ``schema.CURRENT`` a step at a time (the log's database must be at
     this release's revision already: ``history.database.upgrade``). Schema 1 -> 2 stops short
-    while a header value is left that does not open with ``box``."""
+    while a header value is left that does not open with ``box``. ``destination``: where
+    schema 3 -> 4 moves a single-tenant store; one named is refused
+    (``tenancy_migration.DestinationRefused``) on a store past that step."""
     before = schema.stored(client)
     if before is not None and before > schema.CURRENT:
         raise schema.SchemaMismatch(schema.refusal(before))
-    report = MigrateReport(before)
     version = schema.UNMARKED if before is None else before
+    if destination.name is not None and version >= 4:
+        raise tenancy_migration.DestinationRefused(
+            f"the store is at schema {version}: its data is in applications already "
+            "(--application names where a single-tenant store, schema 3 or older, moves); "
+            "run `webhook-service migrate` without it"
+        )
+    report = MigrateReport(before)
     if version < 5:
         report.buckets = bucket_migration.move(client, batch)
     if version < 2:
@@ -199,7 +219,9 @@ def migrate(
         # to do: the AOF may hold what the first run sealed or moved still.
         report.aof_note = _rewrite_aof(client)
     if version < 4:
-        report.tenancy = tenancy_migration.move(client, batch)
+        report.tenancy = tenancy_migration.move(client, batch, destination)
+        if destination.name is not None:
+            report.log_rows = reassign(engine, DEFAULT_APP_ID, report.tenancy.application, batch)
         schema.stamp(client, 4)
     if version < 5:
         schema.stamp(client, 5)
@@ -213,11 +235,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Bring the log's database and the store up to the schema this release "
         "reads: the log's migrations; endpoint header values stored in clear by earlier "
         "releases sealed under WEBHOOK_MASTER_KEY; the history Redis held moved into the log; "
-        "a single-tenant store moved into the default application; every key moved into "
+        "a single-tenant store moved into the default application (or the one --application "
+        "names); every key moved into "
         "its bucket (hash tags ready for a cluster). "
         "Stop every API, worker and scheduler first; safe to interrupt and run again.",
     )
-    parser.parse_args(argv)
+    parser.add_argument(
+        "--application",
+        metavar="NAME",
+        help="move a single-tenant store (schema 3 or older) into a new application of this "
+        "name rather than the default one; the flat routes then act on the default "
+        "application, which starts empty",
+    )
+    parser.add_argument(
+        "--uid", metavar="UID", help="the uid of the application --application makes"
+    )
+    args = parser.parse_args(argv)
+    destination = _destination(parser, args.application, args.uid)
 
     from webhook_service.config import Settings
     from webhook_service.history.database import revisions, sync_engine, upgrade
@@ -237,8 +271,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         upgrade(engine)
         if (now := revisions(engine)) != was:
             print(f"the log's database ({engine.dialect.name}) is at revision {', '.join(now)}")
-        report = migrate(client, box, engine)
-    except (schema.SchemaMismatch, RewriteConflict) as exc:
+        report = migrate(client, box, engine, destination=destination)
+    except (schema.SchemaMismatch, RewriteConflict, tenancy_migration.DestinationRefused) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except sa.exc.SQLAlchemyError as exc:
@@ -270,6 +304,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _destination(
+    parser: argparse.ArgumentParser, name: str | None, uid: str | None
+) -> tenancy_migration.Destination:
+    """The options' application, checked as the API checks one it is asked to make (exits
+    with the parser's usage error otherwise)."""
+    from pydantic import ValidationError
+
+    from webhook_service.api.models import ApplicationIn
+
+    if name is None:
+        if uid is not None:
+            parser.error("--uid names the application --application makes: give both")
+        return tenancy_migration.DEFAULT_DESTINATION
+    try:
+        ApplicationIn(name=name, uid=uid)
+        return tenancy_migration.Destination(name, uid)
+    except ValidationError as exc:
+        options = {"name": "--application", "uid": "--uid"}
+        parser.error("; ".join(f"{options[str(e['loc'][0])]}: {e['msg']}" for e in exc.errors()))
+    except ValueError as exc:
+        parser.error(str(exc))
+
+
 def _summary(report: MigrateReport) -> list[str]:
     lines = []
     if report.sealed:
@@ -284,11 +341,23 @@ def _summary(report: MigrateReport) -> list[str]:
         )
         lines.append(f"deleted {report.indexes} history index keys")
     if (tenancy := report.tenancy) is not None:
+        into = (
+            "the default application"
+            if tenancy.application == DEFAULT_APP_ID
+            else "the application"
+        )
         lines.append(
-            f"moved into the default application ({DEFAULT_APP_ID}): {tenancy.endpoints} "
+            f"moved into {into} ({tenancy.application}): {tenancy.endpoints} "
             f"endpoints, {tenancy.events} events, {tenancy.idempotency} idempotency records, "
             f"{tenancy.outbox} log records not yet shipped"
         )
+        if tenancy.application != DEFAULT_APP_ID:
+            lines.append(
+                f"gave it the log's {report.log_rows} events and deliveries; "
+                f"{tenancy.operations} operations endpoints stay in the default application; "
+                f"the flat routes act on the default application, which holds nothing else: "
+                f"the rest is under /v1/applications/{tenancy.application}/…"
+            )
     if (buckets := report.buckets) is not None:
         lines.append(
             f"moved into buckets: {buckets.keys} keys renamed (what the store held into "

@@ -30,6 +30,7 @@ from redis.asyncio import Redis
 from signer import generate_secret
 from tests.integration.conftest import (
     LOG_BACKENDS,
+    Api,
     send_event,
     serve_api,
     settings_for,
@@ -47,6 +48,7 @@ from webhook_service.embedded import EmbeddedValkey, free_port, start_valkey
 from webhook_service.history import tables
 from webhook_service.history.database import SQLITE_FILE, check_current, sync_engine, upgrade
 from webhook_service.ids import (
+    delivery_id,
     delivery_tail,
     id_time_ms,
     mark_of,
@@ -84,6 +86,7 @@ from webhook_service.store.endpoints import (
 from webhook_service.store.events import EventStore, IdempotencyClaim, IngestOutcome
 from webhook_service.store.jobs import JobStore
 from webhook_service.store.scripts import Scripts
+from webhook_service.store.tenancy_migration import Destination, DestinationRefused
 from webhook_service.timeutil import now_ms
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -551,6 +554,11 @@ async def test_a_single_tenant_store_moves_into_the_default_application(
         assert await stored(fresh_valkey.url) == after
         # A run cut short after its moves, before its stamp, runs again to the same end.
         schema.stamp(client, 3)
+        stamped = await stored(fresh_valkey.url)
+        # Not into another application than it began with: the store would end split.
+        with pytest.raises(DestinationRefused, match=r"again without --application$"):
+            migrate(client, SecretBox(generate_master_key()), log, destination=Destination(NAMED))
+        assert await stored(fresh_valkey.url) == stamped
         rerun = migrate(client, SecretBox(generate_master_key()), log)
         assert rerun.tenancy == tenancy_migration.Moved()
         assert await stored(fresh_valkey.url) == after
@@ -572,6 +580,186 @@ async def test_a_single_tenant_store_moves_into_the_default_application(
         assert (accepted.outcome, accepted.fanout) == (IngestOutcome.CREATED, 2)
     finally:
         await store.aclose()
+
+
+# The same store moved into an application the operator names (migrate --application), with a
+# uid of another bucket than the store's: its log rows, the default application's until now
+# (as migration 0002 and the schema 2 -> 3 step wrote them), go with it.
+NAMED, NAMED_UID = "Acme", "acme"
+
+
+def _logged_history(engine: sa.Engine, endpoint_id: str) -> dict[str, str]:
+    """An event delivered once, and one of ours, in the log as a single-tenant release's
+    rows stand once the log is migrated: the default application's, ours of none."""
+    at = 1_799_000_000_000
+    logged = {"event": new_id("msg", at), "ours": new_id("msg", at + 1)}
+    logged["delivery"] = delivery_id(logged["event"], endpoint_id, 1)
+    body = orjson.dumps({"type": S3_TYPE, "timestamp": "2027-01-01T00:00:00Z", "data": {}})
+    with engine.begin() as conn:
+        for event_id, event_type, application in (
+            (logged["event"], S3_TYPE, DEFAULT_APP_ID), (logged["ours"], "endpoint.disabled", None),
+        ):  # fmt: skip
+            conn.execute(
+                sa.insert(tables.events).values(
+                    id=event_id, created_ms=id_time_ms(event_id), type=event_type,
+                    key_id="key_1", body=body.decode(), application=application,
+                )
+            )  # fmt: skip
+        conn.execute(
+            sa.insert(tables.deliveries).values(
+                id=logged["delivery"], created_ms=at, event_id=logged["event"],
+                endpoint_id=endpoint_id, event_type=S3_TYPE, status="succeeded", attempts=1,
+                updated_ms=at + 5, last_code=204, log_seq=1, application=DEFAULT_APP_ID,
+            )
+        )  # fmt: skip
+        conn.execute(
+            sa.insert(tables.attempts).values(
+                delivery_id=logged["delivery"], number=1, created_ms=at, duration_ms=5,
+                status_code=204, response_body="", request_headers={}, response_headers={},
+            )
+        )  # fmt: skip
+    return logged
+
+
+async def _ids(api: Api, path: str) -> list[str]:
+    status, body, _ = await api.call("GET", path)
+    assert status == 200, (path, body)
+    return [item["id"] for item in body["data"]]
+
+
+async def test_a_single_tenant_store_moves_into_the_application_named(
+    fresh_valkey: EmbeddedValkey, env: dict[str, str], log: sa.Engine
+) -> None:
+    assert keys.uid_bucket(NAMED_UID) != 0  # its mapping is kept outside the store's bucket
+    client = sync_client(fresh_valkey.url)
+    try:
+        made = _schema3_store(client)
+        logged = _logged_history(log, made["every"])
+        untouched = await stored(fresh_valkey.url)
+        # A name or uid the API would refuse is refused before anything is touched.
+        status, out = run(["migrate", "--application", "Acme", "--uid", "app_acme"], env)
+        assert status == 2 and "--uid: Value error, a uid may not start with app_" in out, out
+        assert await stored(fresh_valkey.url) == untouched
+
+        status, out = run(["migrate", "--application", NAMED, "--uid", NAMED_UID], env)
+        assert status == 0, out
+        app_id = text(client.hget(keys.apps_uid(NAMED_UID), NAMED_UID)) or ""
+        assert app_id.startswith("app_") and app_id != DEFAULT_APP_ID
+        lines = out.splitlines()
+        assert (
+            f"moved into the application ({app_id}): 3 endpoints, 2 events, 2 idempotency "
+            "records, 3 log records not yet shipped"
+        ) in lines, out
+        assert (
+            "gave it the log's 2 events and deliveries; 1 operations endpoints stay in the "
+            "default application; the flat routes act on the default application, which holds "
+            f"nothing else: the rest is under /v1/applications/{app_id}/…"
+        ) in lines, out
+        assert f"store is at schema {schema.CURRENT}" in lines, out
+
+        # The application, of the store's bucket, dated by its oldest endpoint; its uid
+        # mapped in the uid's own bucket, where a lookup looks.
+        assert keys.bucket_of(app_id) == 0
+        record = client.hgetall(keys.app(app_id))
+        assert (record["name"], record["uid"]) == (NAMED, NAMED_UID)
+        assert record["created"] == str(id_time_ms(made["every"]))
+        assert client.zrange(keys.apps(0), 0, -1) == sorted([DEFAULT_APP_ID, app_id])
+        # Its endpoints and subscriptions; the operations endpoint stays in the default one.
+        moved = [made["every"], made["typed"]]
+        assert client.zrange(keys.app_endpoints(app_id), 0, -1) == moved
+        assert client.zrange(keys.app_endpoints(DEFAULT_APP_ID), 0, -1) == [made["ops"]]
+        assert [client.hget(keys.endpoint(e), "app") for e in moved] == [app_id] * 2
+        assert client.smembers(keys.sub_all(app_id)) == {made["every"]}
+        for event_type in (S3_TYPE, S3_OTHER):
+            assert client.smembers(keys.sub_type(app_id, event_type)) == {made["typed"]}
+        assert not client.exists(
+            keys.sub_all(DEFAULT_APP_ID), keys.sub_type(DEFAULT_APP_ID, S3_TYPE)
+        )
+        # Its events, idempotency records and unshipped records; ours in none.
+        assert client.hget(keys.event(made["event"]), "app") == app_id
+        assert client.hget(keys.event(made["ours"]), "app") == ""
+        for idem in ("order-1", "order:2"):
+            name = keys.idempotency(app_id, "key_1", idem)
+            assert client.hget(name, "event") == made["event"]
+            assert 0 < client.ttl(name) <= 3600
+        assert [
+            orjson.loads(f.get("e") or f.get("p") or "{}").get("app")
+            for _, f in _outbox_entries(client)
+        ] == [app_id, "", app_id, None]
+        # The log's rows: the application's, ours of none still.
+        with log.connect() as conn:
+            owners = dict(
+                conn.execute(sa.select(tables.events.c.id, tables.events.c.application)).all()
+            )
+            delivered = conn.execute(sa.select(tables.deliveries.c.application)).scalars().all()
+        assert owners == {logged["event"]: app_id, logged["ours"]: None}
+        assert delivered == [app_id]
+        after = await stored(fresh_valkey.url)
+
+        # Past the step, the option is refused (the store is in applications already), and
+        # a run without it has nothing to do.
+        status, out = run(["migrate", "--application", NAMED], env)
+        assert status == 1, out
+        assert (
+            f"error: the store is at schema {schema.CURRENT}: its data is in applications already"
+        ) in out, out
+        status, out = run(["migrate"], env)
+        assert (status, out.strip()) == (
+            0, f"nothing to migrate: the store is at schema {schema.CURRENT} already"
+        ), out  # fmt: skip
+        assert await stored(fresh_valkey.url) == after
+        # A run cut short before its stamp finishes with the same options, finding the
+        # application it made; with others it is refused, writing nothing.
+        schema.stamp(client, 3)
+        stamped = await stored(fresh_valkey.url)
+        for refused in (Destination("Other"), Destination(NAMED, "acme-2"), Destination()):
+            with pytest.raises(
+                DestinationRefused, match="again with --application 'Acme' --uid 'acme'"
+            ):
+                migrate(client, SecretBox(generate_master_key()), log, destination=refused)
+        assert await stored(fresh_valkey.url) == stamped
+        rerun = migrate(
+            client, SecretBox(generate_master_key()), log, destination=Destination(NAMED, NAMED_UID)
+        )
+        assert rerun.tenancy == tenancy_migration.Moved(application=app_id)
+        assert rerun.log_rows == 0
+        assert await stored(fresh_valkey.url) == after
+    finally:
+        client.close()
+
+    async with serve_api(settings_of(env)) as (_, api):
+        # Under the application, by its uid as by its id: everything moved.
+        for ref in (NAMED_UID, app_id):
+            base = f"/v1/applications/{ref}"
+            assert sorted(await _ids(api, base + "/endpoints")) == sorted(moved)
+            assert await _ids(api, base + "/events") == [logged["event"]]
+            assert await _ids(api, base + "/deliveries") == [logged["delivery"]]
+            status, shown, _ = await api.call("GET", f"{base}/deliveries/{logged['delivery']}")
+            assert status == 200 and len(shown["attempt_log"]) == 1, shown
+            for event_id in (made["event"], logged["event"]):  # in Redis, in the log
+                status, shown, _ = await api.call("GET", f"{base}/events/{event_id}")
+                assert (status, shown["application"]) == (200, app_id), shown
+        # The flat routes act on the default application: nothing of it but the operations
+        # endpoint.
+        assert await _ids(api, "/v1/endpoints") == [made["ops"]]
+        for path in (
+            f"/v1/endpoints/{made['every']}",
+            f"/v1/applications/default/events/{made['event']}",
+            f"/v1/applications/default/events/{logged['event']}",
+            f"/v1/applications/default/deliveries/{logged['delivery']}",
+        ):
+            status, body, _ = await api.call("GET", path)
+            assert status == 404, (path, body)
+        for path in ("/v1/applications/default/events", "/v1/applications/default/deliveries"):
+            assert await _ids(api, path) == []
+        # An event sent by the flat route reaches none of the moved endpoints; by the
+        # application's, both of the type.
+        status, sent, _ = await api.call("POST", "/v1/events", json={"type": S3_TYPE, "data": {}})
+        assert (status, sent["application"], sent["deliveries"]) == (202, DEFAULT_APP_ID, 0), sent
+        status, sent, _ = await api.call(
+            "POST", f"/v1/applications/{NAMED_UID}/events", json={"type": S3_TYPE, "data": {}}
+        )
+        assert (status, sent["application"], sent["deliveries"]) == (202, app_id, 2), sent
 
 
 # Schema 4 -> 5: a store of applications as schema 4 wrote it (no hash tag in any name, ids
