@@ -174,6 +174,21 @@ class AdminApi:
     async def create_endpoint(self, fields: JSON) -> JSON:
         return await self.call("POST", self._here + "/endpoints", body=fields)
 
+    async def update_endpoint(self, endpoint_id: str, fields: JSON) -> JSON:
+        return await self.call("PATCH", self._endpoint(endpoint_id), body=fields)
+
+    async def delete_endpoint(self, endpoint_id: str) -> None:
+        await self.call("DELETE", self._endpoint(endpoint_id))
+
+    async def secret(self, endpoint_id: str) -> JSON:
+        return await self.call("GET", self._endpoint(endpoint_id, "secret"))
+
+    async def send_example(self, endpoint_id: str, event_type: str) -> JSON:
+        """One event of ``event_type`` (its catalog example) to this endpoint alone:
+        {event_id, delivery_id}."""
+        path = self._endpoint(endpoint_id, "send-example")
+        return await self.call("POST", path, body={"event_type": event_type})
+
     async def set_enabled(self, endpoint_id: str, enabled: bool) -> JSON:
         action = "enable" if enabled else "disable"
         return await self.call("POST", self._endpoint(endpoint_id, action))

@@ -14,7 +14,7 @@ from webhook_service.dashboard import charts, figures, layout
 from webhook_service.dashboard.access import redirect, signed_in
 from webhook_service.dashboard.markup import Markup, join, render, with_query
 from webhook_service.dashboard.places import Place
-from webhook_service.dashboard.session import Session
+from webhook_service.dashboard.session import CSRF_FIELD, Session
 from webhook_service.timeutil import iso, now_ms
 
 PAGE_SIZE = 25
@@ -50,7 +50,14 @@ def _readiness(ready: JSON) -> Markup:
     )
 
 
-def _endpoint_row(place: Place, endpoint: JSON, stats: JSON | None) -> list[Markup | str | int]:
+# The columns of endpoint_row.
+ENDPOINT_HEADERS = [
+    "Endpoint", "URL", "Health", "Last hour", "Delivered", "Success", "p95", "Backlog",
+    "Last failure", "",
+]  # fmt: skip
+
+
+def endpoint_row(place: Place, endpoint: JSON, stats: JSON | None) -> list[Markup | str | int]:
     link = render(
         '<a href="$href">$id</a>', href=place.path("endpoints", endpoint["id"]), id=endpoint["id"]
     )
@@ -87,7 +94,7 @@ def _endpoint_row(place: Place, endpoint: JSON, stats: JSON | None) -> list[Mark
     ]
 
 
-async def _stats_or_none(api: AdminApi, endpoints: list[JSON]) -> list[JSON | None]:
+async def stats_or_none(api: AdminApi, endpoints: list[JSON]) -> list[JSON | None]:
     """Stats need deliveries:read; a key with only endpoints:read still sees the list."""
     try:
         return list(await api.stats_for(endpoints))
@@ -154,25 +161,10 @@ async def overview(
 ) -> web.StreamResponse:
     listed = await api.endpoints(PAGE_SIZE, request.query.get("cursor") or None)
     endpoints: list[JSON] = listed["data"]
-    stats = await _stats_or_none(api, endpoints)
+    stats = await stats_or_none(api, endpoints)
     ready = await api.readiness()
-    rows = [_endpoint_row(place, e, s) for e, s in zip(endpoints, stats, strict=True)]
-    table = layout.table(
-        [
-            "Endpoint",
-            "URL",
-            "Health",
-            "Last hour",
-            "Delivered",
-            "Success",
-            "p95",
-            "Backlog",
-            "Last failure",
-            "",
-        ],
-        rows,
-        _no_endpoints(place),
-    )
+    rows = [endpoint_row(place, e, s) for e, s in zip(endpoints, stats, strict=True)]
+    table = layout.table(ENDPOINT_HEADERS, rows, _no_endpoints(place))
     more = Markup("")
     if listed["next_cursor"]:
         more = render(
@@ -192,53 +184,63 @@ async def overview(
     )
 
 
-def _actions(place: Place, endpoint: JSON, session: Session) -> Markup:
-    here = place.path("endpoints", endpoint["id"])
+def toggle_button(here: str, endpoint: JSON, session: layout.FormSession) -> Markup:
+    """Enable a disabled endpoint, or disable it (``here``: the endpoint's page)."""
     if endpoint["disabled"]:
-        toggle = layout.post_button(here + "/enable", "Enable", session, css="primary")
-    else:
-        toggle = layout.post_button(
-            here + "/disable",
-            "Disable",
-            session,
-            css="danger",
-            confirm="Stop sending to this endpoint?",
-        )
-    grace = join(
-        render('<option value="$v">$label</option>', v=v, label=label) for label, v in GRACE_CHOICES
+        return layout.post_button(here + "/enable", "Enable", session, css="primary")
+    return layout.post_button(
+        here + "/disable",
+        "Disable",
+        session,
+        css="danger",
+        confirm="Stop sending to this endpoint?",
     )
-    window = join(
-        render('<option value="$v">$label</option>', v=v, label=label)
-        for label, v in RECOVER_CHOICES
+
+
+def _options(choices: tuple[tuple[str, int], ...]) -> Markup:
+    return join(
+        render('<option value="$v">$label</option>', v=v, label=label) for label, v in choices
     )
-    rotate = render(
+
+
+def rotate_form(here: str, session: layout.FormSession) -> Markup:
+    return render(
         '<form method="post" action="$action" class="inline" data-confirm="$confirm">'
-        '<input type="hidden" name="csrf" value="$csrf">'
+        '<input type="hidden" name="$field" value="$csrf">'
         '<label>old key signs for <select name="grace_period_seconds">$grace</select></label>'
         '<button type="submit">Rotate secret</button></form>',
         action=here + "/rotate-secret",
+        field=CSRF_FIELD,
         csrf=session.csrf,
-        grace=grace,
+        grace=_options(GRACE_CHOICES),
         confirm="Make a new signing key? Receivers need it before the old one stops signing.",
     )
-    recover = render(
+
+
+def recover_form(here: str, session: layout.FormSession) -> Markup:
+    return render(
         '<form method="post" action="$action" class="inline">'
-        '<input type="hidden" name="csrf" value="$csrf">'
+        '<input type="hidden" name="$field" value="$csrf">'
         '<label>re-send failed and disabled deliveries of the <select name="window">$window'
         '</select></label><button type="submit">Recover</button></form>',
         action=here + "/recover",
+        field=CSRF_FIELD,
         csrf=session.csrf,
-        window=window,
+        window=_options(RECOVER_CHOICES),
     )
+
+
+def _actions(place: Place, endpoint: JSON, session: Session) -> Markup:
+    here = place.path("endpoints", endpoint["id"])
     return render(
         '<section class="actions">$toggle$rotate$recover</section>',
-        toggle=toggle,
-        rotate=rotate,
-        recover=recover,
+        toggle=toggle_button(here, endpoint, session),
+        rotate=rotate_form(here, session),
+        recover=recover_form(here, session),
     )
 
 
-def _endpoint_charts(stats: JSON) -> Markup:
+def endpoint_charts(stats: JSON) -> Markup:
     minutes = stats["per_minute"]
     speed = figures.latency(minutes)
     latency = charts.line_chart(
@@ -293,7 +295,7 @@ async def endpoint_page(
             endpoint_facts(endpoint, stats),
             _actions(place, endpoint, session),
             links,
-            _endpoint_charts(stats),
+            endpoint_charts(stats),
             render("<h2>Last hour and day</h2>"),
             layout.table(list(d.WINDOW_TITLES), list(d.windows(stats)), ""),
         ]
@@ -325,7 +327,7 @@ async def disable(
     return redirect(place.path("endpoints", endpoint["id"]) + "?done=disabled")
 
 
-def _choice(raw: object, choices: tuple[tuple[str, int], ...]) -> int:
+def choice(raw: object, choices: tuple[tuple[str, int], ...]) -> int:
     """One of the form's offered values; anything else is the first (the default)."""
     allowed = {str(v): v for _, v in choices}
     return allowed.get(raw if isinstance(raw, str) else "", choices[0][1])
@@ -336,7 +338,7 @@ async def rotate(
     request: web.Request, session: Session, api: AdminApi, place: Place
 ) -> web.StreamResponse:
     form = await read_form(request)
-    grace = _choice(form.get("grace_period_seconds"), GRACE_CHOICES)
+    grace = choice(form.get("grace_period_seconds"), GRACE_CHOICES)
     rotated = await api.rotate_secret(request.match_info["endpoint_id"], grace)
     # Shown on this answer only, never put in a URL: the secret is as good as the key.
     shown = rotated["secret"] or rotated["public_key"]
@@ -369,6 +371,6 @@ async def recover(
     request: web.Request, session: Session, api: AdminApi, place: Place
 ) -> web.StreamResponse:
     form = await read_form(request)
-    seconds = _choice(form.get("window"), RECOVER_CHOICES)
+    seconds = choice(form.get("window"), RECOVER_CHOICES)
     job = await api.recover(request.match_info["endpoint_id"], iso(now_ms() - seconds * 1000), None)
     return redirect(place.path("jobs", job["id"]))

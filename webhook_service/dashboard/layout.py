@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from aiohttp import web
 
@@ -95,10 +96,18 @@ def breadcrumbs(trail: Sequence[Crumb], title: str) -> Markup:
     )
 
 
+class FormSession(Protocol):
+    """What a form needs of a session: the token it carries (a dashboard's or a portal's
+    session, whose forms both send it as ``CSRF_FIELD``)."""
+
+    @property
+    def csrf(self) -> str: ...
+
+
 def post_button(
     action: str,
     label: str,
-    session: Session,
+    session: FormSession,
     *,
     css: str = "",
     confirm: str = "",
