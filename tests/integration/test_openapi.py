@@ -111,12 +111,13 @@ async def test_every_route_is_documented_and_nothing_else(
     stack: Stack, spec_doc: dict[str, Any]
 ) -> None:
     app = await api_app(settings_for(stack))
-    # The dashboard's HTML pages (/dashboard…) are not API operations: they are a client of
-    # this API, documented in the README, and answer HTML and redirects, not JSON.
+    # The dashboard's and the portal's HTML pages (/dashboard…, /portal…) are not API
+    # operations: they are clients of this API, documented in the README, and answer HTML
+    # and redirects, not JSON.
     routes = [
         (r.method, r.resource.canonical)
         for r in app.router.routes()
-        if r.resource and not r.resource.canonical.startswith("/dashboard")
+        if r.resource and not r.resource.canonical.startswith(("/dashboard", "/portal"))
     ]
     served = {(m, p) for m, p in routes if m != "HEAD"}
     # aiohttp adds HEAD beside every GET on its own; it is not part of the contract.

@@ -31,6 +31,7 @@ from webhook_service.api.limits import (
 )
 from webhook_service.api.metrics import rejection_middleware
 from webhook_service.api.problems import problem_middleware
+from webhook_service.portal import enter as portal_enter
 
 
 def create_app(svc: Services) -> web.Application:
@@ -57,4 +58,5 @@ def create_app(svc: Services) -> web.Application:
     event_types.setup(app, svc)
     app.cleanup_ctx.append(cron.ticker_context)
     dashboard.setup(app)
+    portal_enter.add_routes(app)
     return app

@@ -3,6 +3,13 @@
 Two kinds of key: the bootstrap admin key from settings (WEBHOOK_ADMIN_KEY, scope admin)
 and API keys made with POST /v1/api-keys. An API key is looked up in Redis on each request
 (nothing cached), so deleting one shuts it out from the next request on.
+
+And one more caller, the subscriber portal: its pages call the API with a portal
+credential (``whps_…``, webhook_service/portal_access.py), checked as carefully on each
+request (sealed by us, not expired, not signed out, not revoked: store/portal.py). It is
+bound to its application and holds capabilities instead of scopes; api/portal_routes.py
+says which routes it may call with which. A portal link's token (``whp_…``) is no
+credential here at all: it only opens a session at /portal/enter.
 """
 
 from __future__ import annotations
@@ -13,8 +20,10 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from webhook_service.api.context import services
+from webhook_service.api.portal_routes import required_capability
 from webhook_service.api.problems import Handler, ProblemError
 from webhook_service.api.scopes import Scope, grants, required_scope
+from webhook_service.portal_access import CREDENTIAL_PREFIX, Capability, open_credential
 
 
 @dataclass(frozen=True)
@@ -24,6 +33,8 @@ class Caller:
     rate_limit: float | None = None  # events per second on ingest
     # The one application the key sees (api/tenancy.py); None: every one.
     application: str | None = None
+    # A portal session's (api/portal_routes.py decides, not scopes); None: a key's caller.
+    capabilities: frozenset[Capability] | None = None
 
 
 CALLER = web.RequestKey("caller", Caller)
@@ -54,6 +65,8 @@ async def authenticate(request: web.Request) -> Caller:
             401, "Send an API key as 'Authorization: Bearer <key>'.", headers=_CHALLENGE
         )
     svc = services(request)
+    if presented.startswith(CREDENTIAL_PREFIX):
+        return await _portal_caller(request, presented)
     admin = svc.settings.admin_key
     # Keys are ASCII; anything else would not even encode back to the bytes that were sent.
     if presented.isascii():
@@ -69,6 +82,40 @@ async def authenticate(request: web.Request) -> Caller:
     raise ProblemError(401, "The API key is not valid.", headers=_CHALLENGE)
 
 
+async def _portal_caller(request: web.Request, presented: str) -> Caller:
+    svc = services(request)
+    claims = open_credential(svc.box, presented)
+    if claims is None or not await svc.portal.session_alive(claims):
+        raise ProblemError(
+            401,
+            "The portal session has ended (expired, signed out or revoked).",
+            headers=_CHALLENGE,
+        )
+    return Caller(
+        f"portal:{claims.sid}",
+        frozenset(),
+        application=claims.app_id,
+        capabilities=claims.capabilities,
+    )
+
+
+def _check_portal(caller: Caller, method: str, route_path: str | None) -> None:
+    """A portal caller reaches the routes api/portal_routes.py opens to it, with the
+    capability each needs; every other route is missing for it (404), as it would be for
+    a caller that knows nothing of it."""
+    if route_path is None:
+        return  # no route matched: the 404 or 405 it would get anyway
+    needed = required_capability(method, route_path)
+    if needed is None:
+        raise ProblemError(404, "Nothing is here for a portal session.")
+    if caller.capabilities is None or needed not in caller.capabilities:
+        raise ProblemError(
+            403,
+            f"This portal access does not include the '{needed}' capability this needs.",
+            kind="missing-capability",
+        )
+
+
 def _route_path(request: web.Request) -> str | None:
     resource = request.match_info.route.resource
     return resource.canonical if resource is not None else None
@@ -81,8 +128,10 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     if route_path is not None and needed is None:
         return await handler(request)
     caller = await authenticate(request)
+    if caller.capabilities is not None:
+        _check_portal(caller, request.method, route_path)
     # needed is None here only when no route matched: any valid key may learn so (404, 405).
-    if needed is not None and not grants(caller.scopes, needed):
+    elif needed is not None and not grants(caller.scopes, needed):
         raise ProblemError(
             403,
             f"This API key does not have the '{needed}' scope this route needs.",

@@ -112,6 +112,11 @@ ROUTE_SCOPES: dict[tuple[str, str], Scope | None] = {
     ("GET", "/dashboard/applications/{app}/jobs/{job_id}"): PUBLIC,
     ("GET", "/dashboard/static/dashboard.css"): PUBLIC,
     ("GET", "/dashboard/static/dashboard.js"): PUBLIC,
+    # The subscriber portal's entry and sign-out (portal/enter.py): public to this check
+    # only, as the dashboard's pages are; each checks a portal link or session of its own.
+    ("GET", "/portal/enter"): PUBLIC,
+    ("POST", "/portal/logout"): PUBLIC,
+    ("GET", "/portal/signed-out"): PUBLIC,
 }
 
 

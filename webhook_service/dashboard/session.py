@@ -3,8 +3,9 @@
 The cookie is HttpOnly (page scripts never see the key), SameSite=Strict (another site's
 page cannot make the browser send it), scoped to /dashboard, Secure over HTTPS, and without
 Max-Age, so it ends with the browser session. Its value is the key sealed with AES-GCM under
-the master key (the same keyring that seals endpoint secrets, with associated data of its
-own), so any API process can open it and nobody can read or forge one.
+the master key (webhook_service/sealing.py: the same keyring that seals endpoint secrets,
+with associated data of its own), so any API process can open it and nobody can read or
+forge one.
 
 A cookie alone is not a session, though: it also names a record in Redis
 (``keys.dashboard_session``), which sign-out deletes and which expires after
@@ -22,18 +23,15 @@ so that either one alone still holds.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hmac
 import secrets
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-import orjson
 from aiohttp import web
 
+from webhook_service import sealing
 from webhook_service.api.context import services
-from webhook_service.crypto import MasterKeyError
 from webhook_service.store import keys
 from webhook_service.timeutil import now_ms
 
@@ -72,12 +70,8 @@ async def end(request: web.Request, session: Session) -> None:
 
 
 def seal(request: web.Request, session: Session) -> str:
-    plain = orjson.dumps(
-        {"k": session.key, "c": session.csrf, "e": session.expires_ms, "s": session.sid}
-    )
-    token = services(request).box.seal(plain.decode(), _PURPOSE)
-    # The token holds '/', '+', '=' and ':', which cookie values may not carry unquoted.
-    return base64.urlsafe_b64encode(token.encode()).decode()
+    fields = {"k": session.key, "c": session.csrf, "e": session.expires_ms, "s": session.sid}
+    return sealing.seal(services(request).box, _PURPOSE, fields)
 
 
 async def current(request: web.Request) -> Session | None:
@@ -94,21 +88,12 @@ def _unsealed(request: web.Request) -> Session | None:
     """What the request's cookie holds, if it is one we sealed (one sealed before sessions
     had a record, without "s", is none: it signs in again)."""
     cookie = request.cookies.get(COOKIE)
-    if not cookie:
+    fields = sealing.unseal(services(request).box, _PURPOSE, cookie) if cookie else None
+    if fields is None:
         return None
     try:
-        token = base64.urlsafe_b64decode(cookie.encode()).decode()
-        fields = orjson.loads(services(request).box.open(token, _PURPOSE))
         return Session(str(fields["k"]), str(fields["c"]), int(fields["e"]), str(fields["s"]))
-    except (
-        binascii.Error,
-        UnicodeDecodeError,
-        MasterKeyError,
-        orjson.JSONDecodeError,
-        KeyError,
-        TypeError,
-        ValueError,
-    ):
+    except (KeyError, TypeError, ValueError):
         return None
 
 
