@@ -1,16 +1,19 @@
 """The event-type catalog through the real API on the test stack's Valkey: create, read,
 list (paged, by group, archived hidden), change, archive and restore, the refusals, and an
-OpenAPI 3.1 document's webhooks imported (a $ref into the components, YAML and JSON)."""
+OpenAPI 3.1 document's webhooks imported (a $ref into the components, YAML and JSON); and
+``webhook-service event-types …`` doing each of those as a subprocess."""
 
 from __future__ import annotations
 
 import secrets
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from tests.integration.conftest import Api
+from tests.integration.test_admin_cli import cli
 from tests.support.apikeys import make_key
 from webhook_service.api.scopes import Scope
 
@@ -314,3 +317,51 @@ async def test_import_refusals(api: Api) -> None:
         headers={"Content-Type": "application/yaml"},
     )
     assert status == 422 and problem["type"].endswith("/json-too-many-nodes"), problem
+
+
+async def test_the_command_line(api: Api, tmp_path: Path) -> None:
+    name = fresh("cli.made")
+    schema_file = tmp_path / "schema.yaml"
+    schema_file.write_text(yaml.safe_dump(SCHEMA))
+    made = (
+        await cli(
+            api, "event-types", "create", name, "--json", "--schema", str(schema_file),
+            "--group", "CLI", "--example", '{"invoice_id": "in_1", "amount": 3}',
+        )
+    ).json()  # fmt: skip
+    assert (made["schema"], made["group"], made["examples"]) == (
+        SCHEMA, "CLI", [{"invoice_id": "in_1", "amount": 3}],
+    )  # fmt: skip
+    bad = await cli(api, "event-types", "create", fresh("cli.bad"), "--example", '{"amount": -1}',
+                    "--schema", str(schema_file))  # fmt: skip
+    assert bad.code == 1 and "/examples/0" in bad.err, bad
+
+    shown = await cli(api, "event-types", "show", name)
+    assert shown.code == 0 and '"invoice_id"' in shown.out and "CLI" in shown.out, shown
+    listed = await cli(api, "event-types", "list", "--group", "CLI")
+    assert listed.code == 0 and name in listed.out, listed
+
+    updated = (
+        await cli(api, "event-types", "update", name, "--json", "--no-schema", "--deprecated")
+    ).json()
+    assert (updated["schema"], updated["deprecated"]) == (None, True)
+    assert (await cli(api, "event-types", "archive", name)).code == 0
+    listed = (await cli(api, "event-types", "list", "--group", "CLI", "--json")).json()
+    assert name not in {t["name"] for t in listed["data"]}
+    listed = (
+        await cli(api, "event-types", "list", "--group", "CLI", "--archived", "--json")
+    ).json()
+    assert name in {t["name"] for t in listed["data"]}
+    restored = (await cli(api, "event-types", "update", name, "--restore", "--json")).json()
+    assert restored["archived"] is False
+
+    paid, refunded, broken = fresh("cli.paid"), fresh("cli.refunded"), fresh("cli.broken")
+    document = tmp_path / "openapi.yaml"
+    document.write_text(yaml.safe_dump(openapi_doc(paid, refunded, broken)))
+    imported = await cli(api, "event-types", "import", str(document))
+    assert imported.code == 0, imported
+    assert paid in imported.out and f"not imported: {broken}" in imported.out
+    again = (await cli(api, "event-types", "import", str(document), "--json")).json()
+    assert sorted(again["unchanged"]) == sorted([paid, refunded])
+    missing = await cli(api, "event-types", "import", str(tmp_path / "none.yaml"))
+    assert missing.code == 2 and "cannot read" in missing.err

@@ -147,6 +147,38 @@ class AdminApi:
         history in the background."""
         return await self.call("DELETE", f"/v1/applications/{_segment(app)}")
 
+    # The event-type catalog (global: the same whatever ``application``)
+
+    async def event_types(
+        self,
+        limit: int = 50,
+        cursor: str | None = None,
+        *,
+        include_archived: bool = False,
+        group: str | None = None,
+    ) -> JSON:
+        query = {"limit": limit, "cursor": cursor, "group": group}
+        if include_archived:
+            query["include_archived"] = "true"
+        return await self.call("GET", "/v1/event-types", query=query)
+
+    async def event_type(self, name: str) -> JSON:
+        return await self.call("GET", f"/v1/event-types/{_segment(name)}")
+
+    async def create_event_type(self, fields: JSON) -> JSON:
+        return await self.call("POST", "/v1/event-types", body=fields)
+
+    async def update_event_type(self, name: str, fields: JSON) -> JSON:
+        return await self.call("PATCH", f"/v1/event-types/{_segment(name)}", body=fields)
+
+    async def archive_event_type(self, name: str) -> JSON:
+        return await self.call("DELETE", f"/v1/event-types/{_segment(name)}")
+
+    async def import_event_types(self, document: JSON) -> JSON:
+        """An OpenAPI 3.1 document's webhooks into the catalog: created, updated, unchanged,
+        errors."""
+        return await self.call("POST", "/v1/event-types/import", body=document)
+
     # Endpoints
 
     def _endpoint(self, endpoint_id: str, action: str | None = None) -> str:

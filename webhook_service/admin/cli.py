@@ -14,6 +14,7 @@ from webhook_service.admin import (
     delivery_commands,
     endpoint_commands,
     event_commands,
+    event_type_commands,
     stats_command,
 )
 from webhook_service.admin.api import connect
@@ -32,6 +33,7 @@ def register(commands: Subcommands) -> None:
         application_commands,
         endpoint_commands,
         event_commands,
+        event_type_commands,
         delivery_commands,
         stats_command,
     ):
