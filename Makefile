@@ -64,8 +64,9 @@ test: lint typecheck chromium postgresql
 # Quick (~3 min): the signer, then the whole service against its floors and the naive
 # Celery baseline (bench/run.py); then the delivery log against today's release, AOF, CPU,
 # memory and a rewrite under load (bench/bench_log.py, ~11 min); then history pages at 10 k
-# and 1 M deliveries in the SQL log (bench/bench_history.py, ~2 min). bench-full: the whole
-# grid, many repeats (~25 min).
+# and 1 M deliveries in the SQL log (bench/bench_history.py, ~2 min); applications at scale
+# (bench/bench_apps.py, ~3 min); schema validation at ingest (bench/bench_validation.py,
+# ~1 min). bench-full: the whole grid, many repeats (~25 min).
 bench: $(STAMP) postgresql
 	$(BIN)/python bench/bench_signer.py
 	$(BIN)/python -m bench.bench_refusals
@@ -73,6 +74,7 @@ bench: $(STAMP) postgresql
 	$(BIN)/python -m bench.bench_log
 	$(BIN)/python -m bench.bench_history
 	$(BIN)/python -m bench.bench_apps
+	$(BIN)/python -m bench.bench_validation
 
 bench-full: $(STAMP)
 	$(BIN)/python bench/bench_signer.py --runs 9
