@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from webhook_service import dashboard
+from webhook_service import dashboard, portal
 from webhook_service.api import (
     apikeys,
     applications,
@@ -31,7 +31,6 @@ from webhook_service.api.limits import (
 )
 from webhook_service.api.metrics import rejection_middleware
 from webhook_service.api.problems import problem_middleware
-from webhook_service.portal import enter as portal_enter
 
 
 def create_app(svc: Services) -> web.Application:
@@ -58,5 +57,5 @@ def create_app(svc: Services) -> web.Application:
     event_types.setup(app, svc)
     app.cleanup_ctx.append(cron.ticker_context)
     dashboard.setup(app)
-    portal_enter.add_routes(app)
+    portal.setup(app)
     return app

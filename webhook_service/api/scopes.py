@@ -117,6 +117,31 @@ ROUTE_SCOPES: dict[tuple[str, str], Scope | None] = {
     ("GET", "/portal/enter"): PUBLIC,
     ("POST", "/portal/logout"): PUBLIC,
     ("GET", "/portal/signed-out"): PUBLIC,
+    # Its pages (webhook_service/portal/): each needs its own portal session, and calls
+    # this API with that session's credential, which the API limits to the session's one
+    # application and capabilities (api/portal_routes.py).
+    ("GET", "/portal"): PUBLIC,
+    ("GET", "/portal/endpoints/new"): PUBLIC,
+    ("POST", "/portal/endpoints"): PUBLIC,
+    ("GET", "/portal/endpoints/{endpoint_id}"): PUBLIC,
+    ("GET", "/portal/endpoints/{endpoint_id}/edit"): PUBLIC,
+    ("POST", "/portal/endpoints/{endpoint_id}/edit"): PUBLIC,
+    ("POST", "/portal/endpoints/{endpoint_id}/enable"): PUBLIC,
+    ("POST", "/portal/endpoints/{endpoint_id}/disable"): PUBLIC,
+    ("POST", "/portal/endpoints/{endpoint_id}/delete"): PUBLIC,
+    ("POST", "/portal/endpoints/{endpoint_id}/recover"): PUBLIC,
+    ("POST", "/portal/endpoints/{endpoint_id}/send-example"): PUBLIC,
+    ("POST", "/portal/endpoints/{endpoint_id}/secret"): PUBLIC,
+    ("POST", "/portal/endpoints/{endpoint_id}/rotate-secret"): PUBLIC,
+    ("GET", "/portal/deliveries"): PUBLIC,
+    ("GET", "/portal/deliveries/{delivery_id}"): PUBLIC,
+    ("GET", "/portal/deliveries/{delivery_id}/attempts"): PUBLIC,
+    ("POST", "/portal/deliveries/{delivery_id}/retry"): PUBLIC,
+    ("GET", "/portal/jobs/{job_id}"): PUBLIC,
+    ("GET", "/portal/event-types"): PUBLIC,
+    ("GET", "/portal/verify"): PUBLIC,
+    ("GET", "/portal/static/portal.css"): PUBLIC,
+    ("GET", "/portal/static/portal.js"): PUBLIC,
 }
 
 

@@ -1,0 +1,217 @@
+"""A subscriber's endpoints: the list with each one's health, one endpoint with its
+charts, recent messages and what the session may do to it.
+
+Each button is drawn only for a session holding its capability; the API checks the same
+capability again on every call (a form posted anyway gets the API's 403).
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from webhook_service.admin import describe as d
+from webhook_service.admin.api import JSON, AdminApi
+from webhook_service.api.body import read_form
+from webhook_service.dashboard import layout as dashboard_layout
+from webhook_service.dashboard.access import redirect
+from webhook_service.dashboard.delivery_pages import delivery_headers, delivery_rows
+from webhook_service.dashboard.endpoint_pages import (
+    ENDPOINT_HEADERS,
+    RECOVER_CHOICES,
+    activity,
+    charts_section,
+    choice,
+    endpoint_charts,
+    endpoint_facts,
+    endpoint_row,
+    recover_form,
+    rotate_form,
+    stats_or_none,
+    toggle_button,
+)
+from webhook_service.dashboard.markup import Markup, join, render, with_query
+from webhook_service.dashboard.session import CSRF_FIELD
+from webhook_service.portal import catalog, layout
+from webhook_service.portal.layout import Brand
+from webhook_service.portal.place import path
+from webhook_service.portal.session import PortalSession
+from webhook_service.portal.views import portal_page
+from webhook_service.portal_access import Capability
+from webhook_service.timeutil import iso, now_ms
+
+PAGE_SIZE = 25
+RECENT = 10
+
+
+def _add_link(session: PortalSession) -> Markup:
+    if Capability.MANAGE_ENDPOINTS not in session.capabilities:
+        return Markup("")
+    return render(
+        '<p><a class="button primary" href="$href">Add an endpoint</a></p>',
+        href=path("endpoints", "new"),
+    )
+
+
+@portal_page
+async def overview(
+    request: web.Request, session: PortalSession, api: AdminApi, brand: Brand
+) -> web.StreamResponse:
+    listed = await api.endpoints(PAGE_SIZE, request.query.get("cursor") or None)
+    endpoints: list[JSON] = listed["data"]
+    stats = await stats_or_none(api, endpoints)
+    rows = [endpoint_row(brand.place, e, s) for e, s in zip(endpoints, stats, strict=True)]
+    empty = "You have no endpoints yet." + (
+        " Add one to start receiving events."
+        if Capability.MANAGE_ENDPOINTS in session.capabilities
+        else ""
+    )
+    table = dashboard_layout.table(ENDPOINT_HEADERS, rows, empty)
+    more = Markup("")
+    if listed["next_cursor"]:
+        more = render(
+            '<p><a href="$href">Next page</a></p>',
+            href=with_query(path(), {"cursor": listed["next_cursor"]}),
+        )
+    minutes = [s["per_minute"] for s in stats if s is not None]
+    charts = charts_section(activity(minutes)) if minutes else Markup("")
+    return layout.page(
+        "Endpoints",
+        join([_add_link(session), table, more, charts]),
+        session,
+        brand,
+        active="endpoints",
+        note=layout.notice(request),
+    )
+
+
+def _example_form(here: str, endpoint: JSON, types: list[JSON], session: PortalSession) -> Markup:
+    """Send one catalog example of a type this endpoint takes, to it alone."""
+    takes = endpoint.get("event_types")
+    offered = [t for t in types if takes is None or t["name"] in takes]
+    if not offered:
+        return Markup("")
+    options = join(render('<option value="$n">$n</option>', n=t["name"]) for t in offered)
+    return render(
+        '<form method="post" action="$action" class="inline">'
+        '<input type="hidden" name="$field" value="$csrf">'
+        '<label>Send an example <select name="event_type">$options</select></label>'
+        '<button type="submit">Send example</button></form>',
+        action=here + "/send-example",
+        field=CSRF_FIELD,
+        csrf=session.csrf,
+        options=options,
+    )
+
+
+def _actions(endpoint: JSON, types: list[JSON], session: PortalSession) -> Markup:
+    here = path("endpoints", endpoint["id"])
+    held = session.capabilities
+    parts: list[Markup] = []
+    if Capability.MANAGE_ENDPOINTS in held:
+        parts.append(render('<a class="button" href="$h">Edit</a>', h=here + "/edit"))
+        parts.append(toggle_button(here, endpoint, session))
+        parts.append(
+            dashboard_layout.post_button(
+                here + "/delete", "Delete", session, css="danger",
+                confirm="Delete this endpoint? Nothing more is sent to it.",
+            )
+        )  # fmt: skip
+    if Capability.SEND_EXAMPLES in held:
+        parts.append(_example_form(here, endpoint, types, session))
+    if Capability.VIEW_SECRETS in held:
+        parts.append(dashboard_layout.post_button(here + "/secret", "Reveal secret", session))
+    if Capability.ROTATE_SECRETS in held:
+        parts.append(rotate_form(here, session))
+    if Capability.RETRY in held:
+        parts.append(recover_form(here, session))
+    if not parts:
+        return Markup("")
+    return render('<section class="actions">$parts</section>', parts=join(parts))
+
+
+@portal_page
+async def endpoint_page(
+    request: web.Request, session: PortalSession, api: AdminApi, brand: Brand
+) -> web.StreamResponse:
+    endpoint_id = request.match_info["endpoint_id"]
+    endpoint = await api.endpoint(endpoint_id)
+    stats = await api.stats(endpoint_id)
+    recent = await api.deliveries({"endpoint_id": endpoint_id, "limit": RECENT})
+    types = (
+        await catalog.event_types(api) if Capability.SEND_EXAMPLES in session.capabilities else []
+    )
+    messages = path("deliveries")
+    links = render(
+        '<p><a href="$every">All its messages</a> · <a href="$failed">Its failed messages</a></p>',
+        every=with_query(messages, {"endpoint_id": endpoint_id}),
+        failed=with_query(messages, {"endpoint_id": endpoint_id, "status": "failed"}),
+    )
+    history = dashboard_layout.table(
+        delivery_headers(brand.place),
+        delivery_rows(brand.place, recent["data"]),
+        "Nothing sent to it yet.",
+    )
+    body = join(
+        [
+            endpoint_facts(endpoint, stats),
+            _actions(endpoint, types, session),
+            render("<h2>Recent messages</h2>"),
+            history,
+            links,
+            endpoint_charts(stats),
+            render("<h2>Last hour and day</h2>"),
+            dashboard_layout.table(list(d.WINDOW_TITLES), list(d.windows(stats)), ""),
+        ]
+    )
+    return layout.page(
+        endpoint.get("description") or endpoint["id"],
+        body,
+        session,
+        brand,
+        active="endpoints",
+        trail=[("Endpoints", path())],
+        note=layout.notice(request),
+    )
+
+
+@portal_page
+async def enable(
+    request: web.Request, session: PortalSession, api: AdminApi, brand: Brand
+) -> web.StreamResponse:
+    endpoint = await api.set_enabled(request.match_info["endpoint_id"], True)
+    return redirect(path("endpoints", endpoint["id"]) + "?done=enabled")
+
+
+@portal_page
+async def disable(
+    request: web.Request, session: PortalSession, api: AdminApi, brand: Brand
+) -> web.StreamResponse:
+    endpoint = await api.set_enabled(request.match_info["endpoint_id"], False)
+    return redirect(path("endpoints", endpoint["id"]) + "?done=disabled")
+
+
+@portal_page
+async def delete(
+    request: web.Request, session: PortalSession, api: AdminApi, brand: Brand
+) -> web.StreamResponse:
+    await api.delete_endpoint(request.match_info["endpoint_id"])
+    return redirect(path() + "?done=deleted")
+
+
+@portal_page
+async def recover(
+    request: web.Request, session: PortalSession, api: AdminApi, brand: Brand
+) -> web.StreamResponse:
+    form = await read_form(request)
+    seconds = choice(form.get("window"), RECOVER_CHOICES)
+    job = await api.recover(request.match_info["endpoint_id"], iso(now_ms() - seconds * 1000), None)
+    return redirect(path("jobs", job["id"]))
+
+
+@portal_page
+async def send_example(
+    request: web.Request, session: PortalSession, api: AdminApi, brand: Brand
+) -> web.StreamResponse:
+    form = await read_form(request)
+    sent = await api.send_example(request.match_info["endpoint_id"], form.get("event_type", ""))
+    return redirect(path("deliveries", sent["delivery_id"]) + "?done=example")
