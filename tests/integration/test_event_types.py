@@ -5,17 +5,21 @@ OpenAPI 3.1 document's webhooks imported (a $ref into the components, YAML and J
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from redis.asyncio import Redis
 
 from tests.integration.conftest import Api
 from tests.integration.test_admin_cli import cli
 from tests.support.apikeys import make_key
+from tests.support.stack import Stack
 from webhook_service.api.scopes import Scope
+from webhook_service.store import keys
 
 pytestmark = pytest.mark.integration
 
@@ -365,3 +369,31 @@ async def test_the_command_line(api: Api, tmp_path: Path) -> None:
     assert sorted(again["unchanged"]) == sorted([paid, refunded])
     missing = await cli(api, "event-types", "import", str(tmp_path / "none.yaml"))
     assert missing.code == 2 and "cannot read" in missing.err
+
+
+async def test_writes_are_atomic_and_each_bumps_the_version(stack: Stack, api: Api) -> None:
+    client = Redis.from_url(stack.valkey.url, decode_responses=True)
+    try:
+        name = fresh("raced")
+        answers = await asyncio.gather(
+            *(api.call("POST", "/v1/event-types", json={"name": name, "description": str(i)})
+              for i in range(8))
+        )  # fmt: skip
+        assert sorted(status for status, _, _ in answers) == [201] + [409] * 7
+        version = int(await client.get(keys.EVENT_TYPES_VERSION) or 0)
+        # Two writers of different fields at once: neither change is lost.
+        await asyncio.gather(
+            api.call("PATCH", f"/v1/event-types/{name}", json={"group": "G"}),
+            api.call("PATCH", f"/v1/event-types/{name}", json={"deprecated": True}),
+        )
+        _, got, _ = await api.call("GET", f"/v1/event-types/{name}")
+        assert (got["group"], got["deprecated"]) == ("G", True)
+        assert int(await client.get(keys.EVENT_TYPES_VERSION) or 0) == version + 2
+        # What changes nothing writes nothing: the API processes keep their schemas.
+        status, _, _ = await api.call("PATCH", f"/v1/event-types/{name}", json={"group": "G"})
+        assert status == 200
+        assert int(await client.get(keys.EVENT_TYPES_VERSION) or 0) == version + 2
+        assert await client.zscore(keys.EVENT_TYPES, name) == 0
+        assert keys.tag_of(keys.event_type(name)) == "types"
+    finally:
+        await client.aclose()
