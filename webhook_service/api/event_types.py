@@ -149,24 +149,29 @@ def _missing() -> ProblemError:
     return ProblemError(404, "No event type has this name.")
 
 
+def record_of(fields: EventTypeIn, now: int, before: EventTypeRecord | None) -> EventTypeRecord:
+    """The record a create makes (``before`` None), or an import makes of ``before``."""
+    return EventTypeRecord(
+        name=fields.name,
+        description=fields.description,
+        schema=fields.json_schema,
+        examples=tuple(fields.examples),
+        group=fields.group,
+        deprecated=fields.deprecated,
+        # An operator's archiving is not undone by importing the document again.
+        archived=before.archived if before is not None else False,
+        created_ms=before.created_ms if before is not None else now,
+        updated_ms=now,
+    )
+
+
 @routes.post("/v1/event-types")
 async def create_event_type(request: web.Request) -> web.Response:
     _operator_only(request)
     parsed, _ = await read_json(request, services(request).settings.max_payload_bytes)
     body = validate(EventTypeIn, parsed)
     _check_definition(body.json_schema, body.examples)
-    now = now_ms()
-    made = EventTypeRecord(
-        name=body.name,
-        description=body.description,
-        schema=body.json_schema,
-        examples=tuple(body.examples),
-        group=body.group,
-        deprecated=body.deprecated,
-        archived=False,
-        created_ms=now,
-        updated_ms=now,
-    )
+    made = record_of(body, now_ms(), None)
     written = await _catalog(request).write(
         body.name, lambda before: made if before is None else WriteOutcome.EXISTS
     )
@@ -276,23 +281,6 @@ async def _document(request: web.Request) -> Any:
         raise ProblemError(400, f"The YAML holds a value JSON cannot: {exc}.") from None
 
 
-def _imported_record(
-    fields: EventTypeIn, now: int, before: EventTypeRecord | None
-) -> EventTypeRecord:
-    return EventTypeRecord(
-        name=fields.name,
-        description=fields.description,
-        schema=fields.json_schema,
-        examples=tuple(fields.examples),
-        group=fields.group,
-        deprecated=fields.deprecated,
-        # An operator's archiving is not undone by importing the document again.
-        archived=before.archived if before is not None else False,
-        created_ms=before.created_ms if before is not None else now,
-        updated_ms=now,
-    )
-
-
 def _import_error(name: str | None, at: str, detail: str) -> dict[str, str | None]:
     return {"name": name, "pointer": at, "detail": detail}
 
@@ -338,7 +326,7 @@ async def import_event_types(request: web.Request) -> web.Response:
             errors.append(_import_error(imported.name, at, detail))
             continue
         now = now_ms()
-        written = await store.write(fields.name, partial(_imported_record, fields, now))
+        written = await store.write(fields.name, partial(record_of, fields, now))
         if written.outcome is WriteOutcome.FULL:
             errors.append(_import_error(imported.name, at, str(_full().detail)))
         else:
