@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from pathlib import Path
 from typing import Any
 
 from tests.unit.portal.conftest import (
@@ -17,6 +18,8 @@ from tests.unit.portal.conftest import (
     problem,
     session_with,
 )
+from webhook_service.delivery import ssrf
+from webhook_service.portal.endpoint_form import BLOCKED_REASONS
 from webhook_service.portal_access import Capability
 
 BASE = f"/v1/applications/{APP_ID}"
@@ -260,3 +263,11 @@ async def test_static_files_and_redirects_get_the_strict_headers(make_portal: An
     assert status == 200 and "data-follow" in script
     assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
     assert headers["Referrer-Policy"] == "no-referrer"
+
+
+def test_every_reason_the_ssrf_guard_gives_has_plain_words() -> None:
+    """The guard's reasons are the API's (errors[].detail before its colon); one added there
+    without words here would fall back to the general explanation, so this says which."""
+    source = Path(ssrf.__file__).read_text()
+    reasons = set(re.findall(r'DestinationBlocked\(\s*"([a-z_]+)"', source))
+    assert reasons and reasons <= set(BLOCKED_REASONS), reasons - set(BLOCKED_REASONS)
