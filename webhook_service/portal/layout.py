@@ -86,22 +86,17 @@ def _source_hash(text: str) -> str:
 
 
 def security_headers(brand: Brand | None) -> dict[str, str]:
-    """The dashboard's headers, and on an application's pages three differences: framing
-    by its own origins only (none without them), its logo's origin for images, and its
-    accent's one rule allowed by hash (never 'unsafe-inline').
-
-    Without a page of an application (the entry's redirect, which carried the token in its
-    URL; a signed-out answer; a static file): Referrer-Policy no-referrer, so no URL of the
-    portal is ever told to anyone. A page keeps the dashboard's same-origin: under
-    no-referrer Chromium sends ``Origin: null`` with the page's own forms, which the Origin
-    check (session.valid_form_token) refuses; same-origin still tells no other site."""
+    """The dashboard's headers, but Referrer-Policy no-referrer (no portal URL is ever told
+    to anyone; the forms' origin check, session.valid_form_token, takes the "Origin: null"
+    browsers then send from Sec-Fetch-Site). On an application's pages (``brand``) three
+    more differences: framing by its own origins only (none without them), its logo's
+    origin for images, and its accent's one rule allowed by hash (never 'unsafe-inline')."""
+    headers = {**SECURITY_HEADERS, "Referrer-Policy": "no-referrer"}
+    if brand is None:
+        return headers
     csp = dict(
         d.strip().split(" ", 1) for d in SECURITY_HEADERS["Content-Security-Policy"].split(";")
     )
-    headers = dict(SECURITY_HEADERS)
-    if brand is None:
-        headers["Referrer-Policy"] = "no-referrer"
-        return headers
     ancestors = frame_ancestors(brand.application)
     csp["frame-ancestors"] = ancestors
     if ancestors != "'none'":

@@ -69,7 +69,7 @@ async def test_branding_and_framing_come_from_the_application(make_portal: Any) 
     assert csp["frame-ancestors"] == "https://acme.example"
     assert csp["script-src"] == "'self'" and csp["default-src"] == "'none'"
     assert "X-Frame-Options" not in headers
-    assert headers["Referrer-Policy"] == "same-origin"
+    assert headers["Referrer-Policy"] == "no-referrer"
 
 
 async def test_an_application_without_origins_or_branding_is_framed_nowhere(
