@@ -78,12 +78,14 @@ async def test_an_application_without_origins_or_branding_is_framed_nowhere(
     portal: Portal = await make_portal(session_with())
     plain: dict[str, Any] = {
         "id": APP_ID, "name": "Plain", "portal_origins": [], "portal_name": None,
-        "portal_logo_url": None, "portal_accent": None,
+        # Not https: never drawn, and no other origin in the policy (the API refuses one).
+        "portal_logo_url": "http://cdn.acme.example/logo.png", "portal_accent": None,
     }  # fmt: skip
     portal.api.answers[("GET", BASE)] = (200, plain)
     _, html, headers = await portal.get("/portal")
     assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
     assert "style-src 'self';" in headers["Content-Security-Policy"]
+    assert "img-src 'self';" in headers["Content-Security-Policy"]
     assert headers["X-Frame-Options"] == "DENY"
     assert "<style>" not in html and "<img" not in html and "· Plain</title>" in html
 
