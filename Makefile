@@ -50,7 +50,7 @@ postgresql:
 chaos: $(STAMP) postgresql
 	$(BIN)/python -m pytest tests/chaos -q -s -p no:cacheprovider
 
-# 30 minutes at 50 events/s with a part killed every 2 minutes (`make test` runs 100 s of
+# 30 minutes at 50 events/s with a part killed every 2 minutes (`make test` runs 60 s of
 # it); RSS and Redis memory sampled, figures in docs/reliability.md.
 soak: $(STAMP)
 	$(BIN)/python -m pytest tests/chaos/test_soak.py -q -s -p no:cacheprovider \

@@ -13,6 +13,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--soak-seconds",
         type=float,
-        default=100.0,
+        default=60.0,
         help="how long the soak (tests/chaos/test_soak.py) sends its load; make soak: 1800",
     )

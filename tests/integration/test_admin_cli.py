@@ -13,15 +13,14 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
-
 from tests.integration.conftest import Api, create_endpoint, delivery_statuses, wait_for
 from tests.integration.test_applications import app_endpoint, app_event, new_app
 from tests.support.apikeys import make_key
 from tests.support.receiver import Receiver
 from tests.support.stack import ADMIN_KEY
 
-pytestmark = pytest.mark.both_logs
+# The command line is a client of the API: which log backend answers it is the history
+# tests' concern (tests/integration/history/, on both), so this runs on SQLite alone.
 
 CLI_TIMEOUT = 120
 

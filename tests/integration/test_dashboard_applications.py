@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import pytest
 from playwright.async_api import Browser, Page, expect
 
 from tests.integration.conftest import Api, wait_for
@@ -19,7 +18,7 @@ from tests.integration.test_dashboard import accept, browser, screenshot, sign_i
 from tests.support.apikeys import make_key
 from tests.support.receiver import Receiver
 
-pytestmark = pytest.mark.both_logs
+# On SQLite alone, as test_dashboard.py (the history tests check the API on both logs).
 
 __all__ = ["browser"]  # the fixture, shared with test_dashboard.py
 

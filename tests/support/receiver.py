@@ -115,7 +115,10 @@ class Receiver:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_post("/hooks/{name}", self._handle)
-        self._runner = web.AppRunner(app, handler_cancellation=True)
+        # On stop, a request still hanging (a test's hang set) is cut after a second rather
+        # than aiohttp's 60 s grace: the sender would otherwise hold it to its own timeout,
+        # and a test's teardown waited that long (20 s in test_endpoint_health).
+        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
