@@ -188,3 +188,75 @@ async def test_who_may_make_links(api: Api) -> None:
     assert status == 201 and flat["token"].startswith(f"whp_{mine['id']}."), flat
     status, flat, _ = await api.call("POST", "/v1/portal-access", json={})
     assert status == 201 and flat["token"].startswith("whp_app_default."), flat
+
+
+PORTAL_LOOK = {
+    "portal_origins": ["https://App.Example.com", "https://shop.example:8443"],
+    "portal_name": "Acme webhooks",
+    "portal_logo_url": "https://cdn.example/acme.svg",
+    "portal_accent": "#0a7d5a",
+}
+
+
+async def test_an_applications_portal_look_is_set_shown_and_cleared(api: Api) -> None:
+    made = await new_app(api, "Portal look", **PORTAL_LOOK)
+    shown = {k: made[k] for k in PORTAL_LOOK}
+    assert shown == {
+        **PORTAL_LOOK, "portal_origins": ["https://app.example.com", "https://shop.example:8443"]
+    }  # fmt: skip
+    status, got, _ = await api.call("GET", f"/v1/applications/{made['id']}")
+    assert status == 200 and {k: got[k] for k in PORTAL_LOOK} == shown
+    # A patch changes what it names and keeps the rest; null (or no origins) clears.
+    status, patched, _ = await api.call(
+        "PATCH", f"/v1/applications/{made['id']}",
+        json={"portal_accent": None, "portal_origins": []},
+    )  # fmt: skip
+    assert status == 200, patched
+    assert (patched["portal_accent"], patched["portal_origins"]) == (None, None)
+    assert patched["portal_name"] == "Acme webhooks"
+    # Unset on a new application.
+    plain = await new_app(api, "Portal plain")
+    assert all(plain[k] is None for k in PORTAL_LOOK)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("portal_origins", ["http://app.example.com"]),
+        ("portal_origins", ["https://app.example.com/path"]),
+        ("portal_origins", ["https://a.example; script-src *"]),
+        ("portal_origins", ["https://a.example:99999"]),
+        ("portal_origins", [f"https://a{n}.example" for n in range(11)]),
+        ("portal_origins", "https://a.example"),
+        ("portal_name", ""),
+        ("portal_name", "x" * 101),
+        ("portal_name", "bell\u0007"),
+        ("portal_logo_url", "http://cdn.example/a.png"),
+        ("portal_logo_url", "https://cdn.example/a b.png"),
+        ("portal_logo_url", 'https://cdn.example/"onerror=x'),
+        ("portal_accent", "green"),
+        ("portal_accent", "#12345"),
+    ],
+)
+async def test_a_wrong_portal_field_is_a_422(api: Api, field: str, value: Any) -> None:
+    status, problem, _ = await api.call(
+        "POST", "/v1/applications", json={"name": "Portal wrong", field: value}
+    )
+    assert status == 422, problem
+    assert problem["errors"][0]["pointer"].startswith(f"/{field}"), problem
+
+
+async def test_a_bound_key_brands_its_portal_but_never_frames_it(api: Api) -> None:
+    made = await new_app(api, "Portal tenant")
+    bound = (await make_key(api, ["applications:write"], application=made["id"]))["key"]
+    path = f"/v1/applications/{made['id']}"
+    status, patched, _ = await api.call(
+        "PATCH", path, json={"portal_name": "Ours", "portal_accent": "#000000"}, key=bound
+    )
+    assert status == 200 and patched["portal_name"] == "Ours", patched
+    status, problem, _ = await api.call(
+        "PATCH", path, json={"portal_origins": ["https://evil.example"]}, key=bound
+    )
+    assert status == 403 and problem["type"].endswith("/bound-key"), problem
+    status, got, _ = await api.call("GET", path)
+    assert got["portal_origins"] is None

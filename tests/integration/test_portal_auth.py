@@ -196,6 +196,22 @@ async def test_entering_sets_a_strict_session_cookie_for_the_portal_only(
     assert behind.credential != entered.credential
 
 
+async def test_a_portal_its_application_frames_gets_a_cookie_that_works_framed(
+    portal_api: tuple[web.Application, Api], box: SecretBox
+) -> None:
+    _, api = portal_api
+    application = await new_app(api, "Portal framed", portal_origins=["https://app.example.com"])
+    token = await portal_link(api, application["id"])
+    # A framed portal is a third-party context: Strict (or Lax) cookies are not sent there.
+    framed = await enter(api, box, token, headers={"X-Forwarded-Proto": "https"})
+    attributes = [part.strip().lower() for part in framed.set_cookie.split(";")]
+    assert {"samesite=none", "secure", "httponly", "path=/portal"} <= set(attributes)
+    # SameSite=None needs Secure, which plain http cannot keep: Strict there.
+    plain = await enter(api, box, token)
+    attributes = [part.strip().lower() for part in plain.set_cookie.split(";")]
+    assert "samesite=strict" in attributes and "secure" not in attributes
+
+
 @pytest.mark.parametrize("token", ["", "whp_nothing", "whk_x", "whp_app_default." + "A" * 43])
 async def test_a_wrong_link_opens_nothing(
     portal_api: tuple[web.Application, Api], token: str

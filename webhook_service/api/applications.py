@@ -17,6 +17,7 @@ from webhook_service.store.applications import (
     DEFAULT_APP_UID,
     ApplicationOutcome,
     ApplicationRecord,
+    PortalOptions,
     new_app_id,
 )
 from webhook_service.timeutil import now_ms
@@ -57,6 +58,7 @@ async def create_application(request: web.Request) -> web.Response:
         rate_limit=body.rate_limit,
         created_ms=now,
         updated_ms=now,
+        portal=body.portal(PortalOptions()),
     )
     if await svc.applications.create(record) is ApplicationOutcome.UID_TAKEN:
         raise _uid_taken(body.uid)
@@ -101,13 +103,16 @@ async def patch_application(request: web.Request) -> web.Response:
     record = await _load(request)
     patch = await read_model(request, ApplicationPatch, svc.settings.max_payload_bytes)
     given = patch.model_fields_set
-    if "rate_limit" in given and bound_application(request) is not None:
-        # The limit is the operator's quota on the tenant, not the tenant's to lift.
-        raise ProblemError(
-            403,
-            "A key bound to an application cannot change its rate_limit.",
-            kind="bound-key",
-        )
+    for operators in ("rate_limit", "portal_origins"):
+        # The limit is the operator's quota on the tenant, not the tenant's to lift; the
+        # origins loosen the portal's framing and its cookie (portal/session.py), which is
+        # the operator's to choose for the site it frames the portal in.
+        if operators in given and bound_application(request) is not None:
+            raise ProblemError(
+                403,
+                f"A key bound to an application cannot change its {operators}.",
+                kind="bound-key",
+            )
     if record.id == DEFAULT_APP_ID and "uid" in given and patch.uid != record.uid:
         # The flat routes find the default application by its id, people by this uid.
         raise ProblemError(
@@ -124,6 +129,7 @@ async def patch_application(request: web.Request) -> web.Response:
         rate_limit=patch.rate_limit if "rate_limit" in given else record.rate_limit,
         created_ms=record.created_ms,
         updated_ms=now_ms(),
+        portal=patch.portal(record.portal),
     )
     outcome = await svc.applications.update(changed)
     if outcome is ApplicationOutcome.UID_TAKEN:

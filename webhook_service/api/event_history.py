@@ -73,6 +73,7 @@ async def get_event(request: web.Request) -> web.Response:
             "application": record.application,
             "type": record.type,
             "channels": list(record.channels),
+            "example": record.example,
             "timestamp": iso(record.created_ms),
             "data": payload["data"] if payload else None,
             "deliveries": [delivery_json(d) for d in deliveries],

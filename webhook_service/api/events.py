@@ -10,8 +10,10 @@ import orjson
 from aiohttp import web
 
 from webhook_service.api.auth import CALLER, CALLER_KEY_ID
-from webhook_service.api.body import read_json, validate
+from webhook_service.api.body import read_json, read_model, validate
 from webhook_service.api.context import services
+from webhook_service.api.endpoints import ENDPOINT_NOT_FOUND, load_endpoint
+from webhook_service.api.event_types import CATALOG
 from webhook_service.api.idempotency import (
     HEADER,
     REPLAYED_HEADER,
@@ -19,7 +21,7 @@ from webhook_service.api.idempotency import (
     outcome_problem,
     validate_key,
 )
-from webhook_service.api.models import EventIn
+from webhook_service.api.models import EventIn, ExampleIn
 from webhook_service.api.problems import ProblemError
 from webhook_service.api.routing import tenant_route
 from webhook_service.api.tenancy import bound_application, not_found, path_application
@@ -35,7 +37,7 @@ from webhook_service.store.applications import (
     is_app_id,
     new_app_id,
 )
-from webhook_service.store.events import IdempotencyClaim, IngestOutcome
+from webhook_service.store.events import Accepted, IdempotencyClaim, IngestOutcome
 from webhook_service.timeutil import iso, now_ms
 
 log = logging.getLogger(__name__)
@@ -94,16 +96,7 @@ async def post_event(request: web.Request) -> web.Response:
     parsed, _ = await read_json(request, svc.settings.max_payload_bytes)
     event = validate(EventIn, parsed)
     app_id, create_app = await _destination(request, event)
-    if event.type in OPERATIONAL_EVENT_TYPES:
-        raise ProblemError(
-            422,
-            "This event type is reserved for the service's own operational events.",
-            errors=[{"pointer": "/type", "detail": f"{event.type} is reserved"}],
-        )
     now = now_ms()
-    event_id = new_id("msg", now, mark=mark_of(app_id))  # of its application's bucket
-    await check_event(request, event_id, event.type, event.data)
-    body = orjson.dumps({"type": event.type, "timestamp": iso(now), "data": event.data}).decode()
     claim = None
     if idem_key is not None:
         claim = IdempotencyClaim(
@@ -114,12 +107,89 @@ async def post_event(request: web.Request) -> web.Response:
             state="in_flight" if svc.strict_durability else "done",
             until_ms=now + _IN_FLIGHT_MS,
         )
+    accepted = await _accept(
+        request, now, app_id, event.type, event.data, claim=claim, create_app=create_app,
+        channels=tuple(event.channels or ()),
+    )  # fmt: skip
+    reply = _accepted(
+        accepted.event_id, app_id, accepted.event_type, accepted.created_ms, accepted.fanout
+    )
+    if accepted.outcome is IngestOutcome.REPLAY:
+        return _json_202(reply, {REPLAYED_HEADER: "true"})
+    await _stored(request, accepted, app_id, claim)
+    return _json_202(reply)
+
+
+@tenant_route(routes, "POST", "/v1/endpoints/{endpoint_id}/send-example")
+async def send_example(request: web.Request) -> web.Response:
+    """One event of a catalog type, to this one endpoint alone (whatever types and
+    channels it takes), marked as an example: how a subscriber sees its endpoint receive
+    and verify what it will get."""
+    svc = services(request)
+    await _within_rate_limit(request)
+    endpoint = await load_endpoint(svc, request)
+    example = await read_model(request, ExampleIn, svc.settings.max_payload_bytes)
+    if endpoint.disabled:
+        raise ProblemError(
+            409, "The endpoint is disabled: enable it to send it an example.", kind="conflict"
+        )
+    data = example.data
+    if data is None:
+        data = await _catalog_example(request, example.event_type)
+    accepted = await _accept(
+        request, now_ms(), endpoint.application, example.event_type, data,
+        only_endpoint=endpoint.id,
+    )  # fmt: skip
+    await _stored(request, accepted, endpoint.application, None)
+    return _json_202({"event_id": accepted.event_id, "delivery_id": accepted.deliveries[0]})
+
+
+async def _catalog_example(request: web.Request, event_type: str) -> dict[str, Any]:
+    found = await request.app[CATALOG].get(event_type)
+    if found is None or found.archived:
+        raise ProblemError(
+            422,
+            "The event-type catalog has no such type: name one of it, or send data.",
+            errors=[{"pointer": "/event_type", "detail": "not in the catalog"}],
+        )
+    if not found.examples:
+        raise ProblemError(
+            422,
+            "This type has no example in the catalog: send data.",
+            errors=[{"pointer": "/data", "detail": "required: the type has no example"}],
+        )
+    return found.examples[0]
+
+
+async def _accept(
+    request: web.Request,
+    now: int,
+    app_id: str,
+    event_type: str,
+    data: dict[str, Any],
+    *,
+    claim: IdempotencyClaim | None = None,
+    create_app: NewApplication | None = None,
+    channels: tuple[str, ...] = (),
+    only_endpoint: str | None = None,
+) -> Accepted:
+    """The ingest step for one event, past every refusal it may meet (each a problem)."""
+    svc = services(request)
+    if event_type in OPERATIONAL_EVENT_TYPES:
+        raise ProblemError(
+            422,
+            "This event type is reserved for the service's own operational events.",
+            errors=[{"pointer": "/type", "detail": f"{event_type} is reserved"}],
+        )
+    event_id = new_id("msg", now, mark=mark_of(app_id))  # of its application's bucket
+    await check_event(request, event_id, event_type, data)
+    body = orjson.dumps({"type": event_type, "timestamp": iso(now), "data": data}).decode()
     accepted = await svc.events.accept(
         app_id=app_id,
         create_app=create_app,
-        channels=tuple(event.channels or ()),
+        channels=channels,
         event_id=event_id,
-        event_type=event.type,
+        event_type=event_type,
         body=body,
         key_id=request[CALLER_KEY_ID],
         now_ms=now,
@@ -129,11 +199,14 @@ async def post_event(request: web.Request) -> web.Response:
         # Strict mode wakes workers only once the event is on disk, from here.
         wakeup=None if svc.strict_durability else svc.waker.inline,
         backlog_max=svc.settings.log_backlog_max,
+        only_endpoint=only_endpoint,
     )
     if accepted.outcome is IngestOutcome.BACKLOG_FULL:
         raise _backlog_full(svc.settings.log_backlog_max)
     if accepted.outcome is IngestOutcome.NO_APP:
         raise not_found()
+    if accepted.outcome is IngestOutcome.NO_ENDPOINT:  # deleted since it was read
+        raise ProblemError(404, ENDPOINT_NOT_FOUND)
     if accepted.outcome is IngestOutcome.THROTTLED:
         raise _throttled(
             "This application is over its rate_limit; retry after the given delay.",
@@ -142,18 +215,20 @@ async def post_event(request: web.Request) -> web.Response:
     problem = outcome_problem(accepted.outcome)
     if problem is not None:
         raise problem
-    reply = _accepted(
-        accepted.event_id, app_id, accepted.event_type, accepted.created_ms, accepted.fanout
-    )
-    if accepted.outcome is IngestOutcome.REPLAY:
-        return _json_202(reply, {REPLAYED_HEADER: "true"})
+    return accepted
+
+
+async def _stored(
+    request: web.Request, accepted: Accepted, app_id: str, claim: IdempotencyClaim | None
+) -> None:
+    """A new event is in: on disk first in strict mode, then its deliveries' wake-ups."""
+    svc = services(request)
     if svc.strict_durability:
         await _wait_for_fsync(request)
         if claim is not None:
             await svc.events.settle_idempotency(claim, app_id=app_id)
     if accepted.delivery_ids and not accepted.woken:
         await svc.waker.wake(accepted.delivery_ids, retry=False)
-    return _json_202(reply)
 
 
 def _backlog_full(backlog_max: int) -> ProblemError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
@@ -11,7 +12,7 @@ from webhook_service.api.scopes import Scope
 from webhook_service.controls import CONTROLS
 from webhook_service.history.filters import EventSummary
 from webhook_service.store.apikeys import ApiKeyRecord
-from webhook_service.store.applications import ApplicationRecord, is_app_id
+from webhook_service.store.applications import ApplicationRecord, PortalOptions, is_app_id
 from webhook_service.store.deliveries import Attempt, DeliveryRecord
 from webhook_service.store.endpoints import EndpointRecord
 from webhook_service.store.jobs import JobRecord
@@ -124,6 +125,52 @@ Metadata = Annotated[
 ]
 
 
+# The portal's look and framing (store/applications.py PortalOptions). An origin or a logo's
+# host ends up in a CSP header (portal/layout.py, portal/session.py frame_ancestors): a
+# host name or IPv4 address and a port at most, nothing a header could read otherwise.
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HTTPS_HOST = rf"https://(?:{_LABEL}\.)*{_LABEL}(?::[0-9]{{1,5}})?"
+
+
+def _origin(origin: str) -> str:
+    urlsplit(origin).port  # noqa: B018  # raises ValueError past 65535
+    return origin.lower()
+
+
+PortalOrigin = Annotated[
+    str,
+    StringConstraints(max_length=300, pattern=f"^{_HTTPS_HOST}$"),
+    AfterValidator(_origin),
+]
+PortalOrigins = Annotated[list[PortalOrigin] | None, Field(max_length=10), AfterValidator(_unique)]
+PortalName = Annotated[
+    str, StringConstraints(min_length=1, max_length=100), AfterValidator(_no_controls)
+]
+PortalLogoUrl = Annotated[
+    str,
+    StringConstraints(max_length=2048, pattern=f"^{_HTTPS_HOST}(?:/[^\\s\"'<>]*)?$"),
+    AfterValidator(_no_controls),
+]
+PortalAccent = Annotated[str, StringConstraints(pattern=r"^#[0-9A-Fa-f]{6}$")]
+
+
+class _PortalFields(_Strict):
+    portal_origins: PortalOrigins = None
+    portal_name: PortalName | None = None
+    portal_logo_url: PortalLogoUrl | None = None
+    portal_accent: PortalAccent | None = None
+
+    def portal(self, kept: PortalOptions) -> PortalOptions:
+        """The options this body gives; those it leaves out are ``kept`` (a patch's)."""
+        given = self.model_fields_set
+        return PortalOptions(
+            tuple(self.portal_origins or ()) if "portal_origins" in given else kept.origins,
+            self.portal_name if "portal_name" in given else kept.name,
+            self.portal_logo_url if "portal_logo_url" in given else kept.logo_url,
+            self.portal_accent if "portal_accent" in given else kept.accent,
+        )
+
+
 class NewApplicationIn(_Strict):
     """An event's ``application``: create the application the path names by uid, if it
     does not exist yet, in the same step that stores the event."""
@@ -138,14 +185,22 @@ class EventIn(_Strict):
     application: NewApplicationIn | None = None
 
 
-class ApplicationIn(_Strict):
+class ExampleIn(_Strict):
+    """POST …/endpoints/{endpoint_id}/send-example."""
+
+    event_type: EventType
+    # None: the catalog type's first example.
+    data: dict[str, Any] | None = None
+
+
+class ApplicationIn(_PortalFields):
     name: AppName
     uid: Uid | None = None
     metadata: Metadata = Field(default_factory=dict)
     rate_limit: RateLimit | None = None
 
 
-class ApplicationPatch(_Strict):
+class ApplicationPatch(_PortalFields):
     name: AppName | None = None
     uid: Uid | None = None
     metadata: Metadata | None = None
@@ -161,6 +216,10 @@ def application_json(record: ApplicationRecord) -> dict[str, Any]:
         "rate_limit": record.rate_limit,
         "created_at": iso(record.created_ms),
         "updated_at": iso(record.updated_ms),
+        "portal_origins": list(record.portal.origins) or None,
+        "portal_name": record.portal.name,
+        "portal_logo_url": record.portal.logo_url,
+        "portal_accent": record.portal.accent,
     }
 
 
@@ -249,6 +308,7 @@ def event_summary_json(event: EventSummary) -> dict[str, Any]:
         "application": event.application,
         "type": event.type,
         "channels": list(event.channels),
+        "example": event.example,
         "timestamp": iso(event.created_ms),
         "key_id": event.key_id,
         "deliveries": event.deliveries,

@@ -43,6 +43,7 @@ PORTAL_ROUTES: dict[tuple[str, str], Capability] = {
     ("POST", _APP + "/deliveries/{delivery_id}/retry"): Capability.RETRY,
     ("POST", _APP + "/deliveries/retry"): Capability.RETRY,
     ("POST", _ENDPOINT + "/recover"): Capability.RETRY,
+    ("POST", _ENDPOINT + "/send-example"): Capability.SEND_EXAMPLES,
 }
 
 

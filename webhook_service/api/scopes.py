@@ -54,6 +54,8 @@ ROUTE_SCOPES: dict[tuple[str, str], Scope | None] = {
     ("POST", "/v1/endpoints/{endpoint_id}/enable"): Scope.ENDPOINTS_WRITE,
     ("POST", "/v1/endpoints/{endpoint_id}/disable"): Scope.ENDPOINTS_WRITE,
     ("POST", "/v1/endpoints/{endpoint_id}/recover"): Scope.DELIVERIES_WRITE,
+    # An event of its own, to that one endpoint (api/events.py send_example).
+    ("POST", "/v1/endpoints/{endpoint_id}/send-example"): Scope.EVENTS_WRITE,
     ("GET", "/v1/jobs/{job_id}"): Scope.DELIVERIES_READ,
     ("GET", "/v1/applications"): Scope.APPLICATIONS_READ,
     ("POST", "/v1/applications"): Scope.APPLICATIONS_WRITE,

@@ -90,3 +90,4 @@ class EventSummary:
     payload_deleted: bool
     application: str | None  # None: an operational event
     channels: tuple[str, ...]
+    example: bool = False

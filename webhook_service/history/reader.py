@@ -169,6 +169,7 @@ class HistoryReader:
                 payload_deleted=row.expunged_ms is not None,
                 application=row.application,
                 channels=_channels(row.channels),
+                example=bool(row.example),
             )
             for row in rows
         ]
@@ -216,4 +217,5 @@ class HistoryReader:
             delivery_ids=list(ids),
             application=row.application,
             channels=_channels(row.channels),
+            example=bool(row.example),
         )

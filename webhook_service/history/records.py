@@ -57,6 +57,7 @@ class EventLogged:
     deliveries: tuple[NewDelivery, ...]
     application: str | None = None  # None: an operational event's
     channels: tuple[str, ...] = ()
+    example: bool = False  # sent to one endpoint as an example
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,7 @@ def parse(entry: Entry) -> Record:
                 deliveries=_deliveries(r["dlv"]),
                 application=r.get("app") or None,
                 channels=_channels(r.get("ch")),
+                example=r.get("ex") is True,
             )
         if (raw := fields.get(OutboxField.REPLAY)) is not None:
             r = orjson.loads(raw)

@@ -26,6 +26,8 @@ events = sa.Table(
     sa.Column("application", sa.Text),
     # NULL: none (none_as_null: None is stored as SQL NULL, not as the JSON text null).
     sa.Column("channels", sa.JSON(none_as_null=True)),
+    # TRUE: an example sent to one endpoint (api/events.py send_example); NULL: not one.
+    sa.Column("example", sa.Boolean),
 )
 
 deliveries = sa.Table(

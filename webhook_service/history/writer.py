@@ -41,6 +41,7 @@ def event_row(
     application: str | None,
     channels: Sequence[str] = (),
     expunged_ms: int | None = None,
+    example: bool = False,
 ) -> Row:
     return {
         "id": event_id,
@@ -52,6 +53,7 @@ def event_row(
         "expunged_ms": expunged_ms,
         "application": application,
         "channels": list(channels) or None,
+        "example": True if example else None,
     }
 
 
@@ -141,6 +143,7 @@ def write(conn: sa.Connection, records: Sequence[Record]) -> None:
                     record.body,
                     application=record.application,
                     channels=record.channels,
+                    example=record.example,
                 )
             )
             deliveries += (

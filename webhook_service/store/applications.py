@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from redis.asyncio import Redis
@@ -76,6 +76,42 @@ DEFAULT_APPLICATION = NewApplication(DEFAULT_APP_ID, DEFAULT_APP_UID, DEFAULT_AP
 
 
 @dataclass(frozen=True)
+class PortalOptions:
+    """How the application's subscriber portal looks and where it may be framed (the API
+    checks each: https origins, an https logo, a #rrggbb accent). None / (): not set."""
+
+    # Origins (https://host[:port]) whose pages may frame the portal: its CSP
+    # frame-ancestors, and SameSite=None for its cookie over HTTPS (portal/session.py).
+    origins: tuple[str, ...] = ()
+    name: str | None = None  # shown instead of the application's name
+    logo_url: str | None = None
+    accent: str | None = None
+
+    def to_json(self) -> str:
+        """The record's ``portal`` field; '' when nothing is set (then no field at all)."""
+        fields = {
+            "origins": list(self.origins) or None,
+            "name": self.name,
+            "logo_url": self.logo_url,
+            "accent": self.accent,
+        }
+        given = {k: v for k, v in fields.items() if v is not None}
+        return orjson.dumps(given).decode() if given else ""
+
+    @classmethod
+    def from_json(cls, text: str | None) -> PortalOptions:
+        if not text:
+            return cls()
+        fields = cast(dict[str, Any], orjson.loads(text))
+        return cls(
+            tuple(fields.get("origins") or ()),
+            fields.get("name"),
+            fields.get("logo_url"),
+            fields.get("accent"),
+        )
+
+
+@dataclass(frozen=True)
 class ApplicationRecord:
     id: str
     name: str
@@ -84,6 +120,7 @@ class ApplicationRecord:
     rate_limit: float | None  # events per second on ingest, across every API process
     created_ms: int
     updated_ms: int
+    portal: PortalOptions = PortalOptions()
 
 
 class ApplicationOutcome(StrEnum):
@@ -117,6 +154,7 @@ class AppSaveArgs:
     updated_ms: int
     # Update: the uid it had, whose mapping the script drops when it is of this bucket.
     old_uid: str | None = None
+    portal: PortalOptions = PortalOptions()
 
     @classmethod
     def of(
@@ -124,7 +162,7 @@ class AppSaveArgs:
     ) -> AppSaveArgs:
         return cls(
             mode, record.id, record.name, record.uid, record.metadata, record.rate_limit,
-            record.created_ms, record.updated_ms, old_uid,
+            record.created_ms, record.updated_ms, old_uid, record.portal,
         )  # fmt: skip
 
     def __post_init__(self) -> None:
@@ -146,6 +184,7 @@ class AppSaveArgs:
             self.updated_ms,
             "1" if self.uid and _here(self.app_id, self.uid) else "0",
             "1" if self.old_uid and _here(self.app_id, self.old_uid) else "0",
+            self.portal.to_json(),
         ]
 
 
@@ -163,6 +202,7 @@ def _from_hash(app_id: str, raw: dict[str, str]) -> ApplicationRecord:
         rate_limit=float(raw["rate_limit"]) if raw["rate_limit"] else None,
         created_ms=int(raw["created"]),
         updated_ms=int(raw["updated"]),
+        portal=PortalOptions.from_json(raw.get("portal")),
     )
 
 

@@ -57,6 +57,8 @@ class IngestOutcome(StrEnum):
     NO_APP = "no_app"
     # The application is over its rate_limit: nothing was stored; Accepted.retry_after_ms.
     THROTTLED = "throttled"
+    # An example's endpoint (IngestArgs.only_endpoint) is none of the application's.
+    NO_ENDPOINT = "no_endpoint"
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,9 @@ class IngestArgs:
     channels: tuple[str, ...]
     # Made in the same step when app_id does not exist; the default application always is.
     create_app: NewApplication | None
+    # An example: the event goes to this one endpoint of app_id's alone, whatever its
+    # types and channels, and is marked so. None: every endpoint that takes it.
+    only_endpoint: str | None = None
 
     def __post_init__(self) -> None:
         if self.create_app is not None and self.create_app.id != self.app_id:
@@ -109,6 +114,7 @@ class IngestArgs:
             *((wake.queue, wake.template, wake.batch) if wake else ("", "", 0)),
             idem.key if idem else "", self.backlog_max, self.app_id, channels,
             *((create.name, create.uid or "") if create else ("", "")),
+            self.only_endpoint or "",
         ]  # fmt: skip
 
 
@@ -122,6 +128,8 @@ class Accepted:
     fanout: int = 0
     woken: bool = False  # their wake-ups are queued already (InlineWakeup)
     retry_after_ms: int = 0  # THROTTLED: when the application's limit takes one more
+    # CREATED: every delivery made, pending or kept (a disabled endpoint's).
+    deliveries: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, reply: list[Any], args: IngestArgs) -> Accepted:
@@ -133,7 +141,7 @@ class Accepted:
             # Only pending deliveries need a worker; a disabled endpoint's wait for recovery.
             return cls(
                 outcome, args.event_id, args.event_type, args.now_ms, tuple(reply[2]),
-                len(reply[1]), args.wakeup is not None,
+                len(reply[1]), args.wakeup is not None, deliveries=tuple(reply[1]),
             )  # fmt: skip
         if outcome is IngestOutcome.REPLAY:
             return cls(outcome, reply[1], reply[2], int(reply[3]), (), int(reply[4]))
@@ -235,6 +243,7 @@ class EventRecord:
     application: str | None = None  # None: an operational event
     # Redis lets them go after the fan-out: a record read from Redis has none, the log's has.
     channels: tuple[str, ...] = ()
+    example: bool = False  # sent to one endpoint as an example (IngestArgs.only_endpoint)
 
 
 class EventStore:
@@ -258,16 +267,18 @@ class EventStore:
         app_id: str = DEFAULT_APP_ID,
         channels: tuple[str, ...] = (),
         create_app: NewApplication | None = None,
+        only_endpoint: str | None = None,
     ) -> Accepted:
         """Store the event (an id of ``app_id``'s mark) in ``app_id`` and fan it out to that
         application's endpoints that take its type and channels. ``create_app`` is made
         with it when ``app_id`` does not exist, as the default application always is;
         another missing one is NO_APP. The application's rate_limit answers THROTTLED,
         after the idempotency check (a repeat is never throttled). ``app_id`` defaults to
-        the default application: the one of a caller bound to none."""
+        the default application: the one of a caller bound to none. ``only_endpoint``: an
+        example for that endpoint alone (NO_ENDPOINT when it is not ``app_id``'s)."""
         args = IngestArgs(
             now_ms, event_id, event_type, body, key_id, budget, grace_ms, idempotency, wakeup,
-            backlog_max, app_id, channels, create_app,
+            backlog_max, app_id, channels, create_app, only_endpoint,
         )  # fmt: skip
         return Accepted.parse(await self._scripts.run("ingest", args.keys(), args.argv()), args)
 
@@ -288,6 +299,7 @@ class EventStore:
             delivery_ids=event_deliveries(event_id, raw.get("dlvs")),
             application=raw.get("app") or None,
             channels=tuple(orjson.loads(raw["ch"])) if raw.get("ch") else (),
+            example=raw.get("example") == "1",
         )
 
     async def replay(

@@ -41,7 +41,9 @@ B endpoints:seqs             hash   delivery id tail -> endpoint id, for every e
                                     (schema 2 wrote them; migrate mapped them)
 B app:{app}                  hash   an application (store/applications.py): name, uid
                                     ('' = none), metadata (JSON object, '' = {}),
-                                    rate_limit (events/s, '' = none), created, updated
+                                    rate_limit (events/s, '' = none), created, updated,
+                                    portal (JSON: origins, name, logo_url, accent, only
+                                    those set; no field when none is)
 B app:{app}:endpoints        zset   the application's endpoint ids (score 0); its ZCARD
                                     is what WEBHOOK_MAX_ENDPOINTS_PER_APP limits
 B apps                       zset   the bucket's application ids (score 0, ordered by
@@ -78,7 +80,9 @@ B event:{msg}                hash   type, created (ms) (**), body (the exact byt
                                     Redis still holds: the event leaves with the last,
                                     release.lua), expunged (ms the body was deleted,
                                     then no body), ch (its channels, JSON list; only
-                                    when it has some: a replay fans out by them again)
+                                    when it has some: a replay fans out by them again),
+                                    example ('1': sent to one endpoint as an example;
+                                    no field otherwise)
 B delivery:{dlv}             hash   event (**), endpoint (**), type (**), status,
                                     attempts, budget, next_at, created (**), updated,
                                     code, error, lease, lease_until, class (of the last

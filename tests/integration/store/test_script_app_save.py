@@ -24,6 +24,7 @@ from webhook_service.store.applications import (
     ApplicationStore,
     AppSaveArgs,
     AppSaveMode,
+    PortalOptions,
     is_app_id,
     new_app_id,
 )
@@ -47,14 +48,19 @@ def test_the_args_are_the_mode_then_the_record_as_text() -> None:
     # The two flags: whether the uid, and the one an update drops, map in the application's
     # bucket ("app_1" is no time id: the default bucket, 0, as is the uid "default"'s).
     assert AppSaveArgs.of(AppSaveMode.UPDATE, record).argv() == [
-        "update", "app_1", "Acme", "acme", '{"a":"b"}', "2.5", 5, 6, "0", "0",
+        "update", "app_1", "Acme", "acme", '{"a":"b"}', "2.5", 5, 6, "0", "0", "",
     ]  # fmt: skip
     bare = ApplicationRecord("app_1", "Acme", None, {}, None, 5, 6)
     assert AppSaveArgs.of(AppSaveMode.UPDATE, bare, "default").argv() == [
-        "update", "app_1", "Acme", "", "", "", 5, 6, "0", "1",
+        "update", "app_1", "Acme", "", "", "", 5, 6, "0", "1", "",
     ]  # fmt: skip
     made = ApplicationRecord(new_app_id(5, "acme"), "Acme", "acme", {}, None, 5, 6)
-    assert AppSaveArgs.of(AppSaveMode.CREATE, made).argv()[-2:] == ["1", "0"]
+    assert AppSaveArgs.of(AppSaveMode.CREATE, made).argv()[-3:-1] == ["1", "0"]
+    # Last, the portal's options as JSON, only what is set.
+    framed = replace(made, portal=PortalOptions(("https://a.example",), accent="#112233"))
+    assert AppSaveArgs.of(AppSaveMode.CREATE, framed).argv()[-1] == (
+        '{"origins":["https://a.example"],"accent":"#112233"}'
+    )
     assert AppSaveArgs.of(AppSaveMode.CREATE, made).keys() == [keys.app(made.id)]
     # A creation is one step: its id is of its uid's bucket, or it is refused.
     with pytest.raises(ValueError, match="new_app_id"):
@@ -92,6 +98,24 @@ async def test_an_application_without_uid_metadata_or_limit_round_trips(client: 
     assert await store.create(record) is ApplicationOutcome.CREATED
     assert await store.get(record.id) == record
     assert await buckets.uid_map(client) == {}
+
+
+async def test_the_portals_options_round_trip_and_an_update_clears_them(client: Redis) -> None:
+    store = _store(client)
+    options = PortalOptions(
+        ("https://a.example", "https://b.example:8443"), "Acme", None, "#aabbcc"
+    )
+    record = replace(_app(uid=None), portal=options)
+    assert await store.create(record) is ApplicationOutcome.CREATED
+    assert await store.get(record.id) == record
+    assert await client.hget(keys.app(record.id), "portal") == (
+        '{"origins":["https://a.example","https://b.example:8443"],"name":"Acme",'
+        '"accent":"#aabbcc"}'
+    )
+    cleared = replace(record, portal=PortalOptions(), updated_ms=NOW + 1)
+    assert await store.update(cleared) is ApplicationOutcome.UPDATED
+    assert await store.get(record.id) == cleared
+    assert not await client.hexists(keys.app(record.id), "portal")
 
 
 async def test_a_uid_held_by_another_is_taken_and_nothing_written(client: Redis) -> None:

@@ -18,6 +18,7 @@ local updated = ARGV[8]   -- ms
 local uid_here = ARGV[9] == '1'      -- uid maps in this bucket: check it free, map it here
                                      -- (a creation's always does: its id is made there)
 local old_uid_here = ARGV[10] == '1' -- update: the uid it had maps here (drop it here)
+local portal = ARGV[11]   -- its portal's options, JSON ('' = none: no field)
 -- Returns 'created' or 'updated', or, writing nothing, 'uid_taken' (another application
 -- holds the uid), 'missing' (an update of no application) or 'exists' (a creation of an
 -- id taken) (store/applications.py ApplicationOutcome).
@@ -30,6 +31,7 @@ if mode == 'create' then
   if old[1] then return 'exists' end
   if uid_here and not uid_free(id, uid) then return 'uid_taken' end
   create_app(id, name, uid, metadata, rate, created, updated, uid_here)
+  if portal ~= '' then redis.call('HSET', key, 'portal', portal) end
   return 'created'
 end
 if not old[1] then return 'missing' end
@@ -40,5 +42,10 @@ if old_uid_here and old[2] ~= '' and old[2] ~= uid
 end
 redis.call('HSET', key, 'name', name, 'uid', uid, 'metadata', metadata, 'rate_limit', rate,
   'updated', updated)
+if portal == '' then
+  redis.call('HDEL', key, 'portal')
+else
+  redis.call('HSET', key, 'portal', portal)
+end
 if uid ~= '' and uid_here then redis.call('HSET', K.apps_uid, uid, id) end
 return 'updated'

@@ -205,7 +205,8 @@ end
 -- Write one event and one delivery per endpoint that takes it, and their log record.
 -- ev: {id, type, body, key (the producer's API key id), idem (its idempotency key, '' for
 -- none), app (its application, '' for our operational events), channels (a list; nil for
--- our operational events)}.
+-- our operational events and examples: no filter), example (true: an example sent to one
+-- endpoint, so marked in the event and its log record)}.
 -- A disabled endpoint's delivery is kept in status 'disabled' (recover re-sends it later);
 -- the others are due at due_at, the safety net that re-wakes them if the API's wake-up is
 -- lost. Returns every delivery id and the pending ones.
@@ -228,9 +229,11 @@ local function create_event(now, ev, endpoints, budget, due_at)
     dlv = delivery_rows(ids, reached, statuses)}
   if ev.idem ~= '' then rec.idem = ev.idem end
   if ev.channels and #ev.channels > 0 then rec.ch = ev.channels end
+  if ev.example then rec.ex = true end
   redis.call('XADD', K.outbox, '*', LOG.event, cjson.encode(rec), LOG.body, ev.body)
   redis.call('HSET', K.event .. ev.id, 'type', ev.type, 'body', ev.body, 'key', ev.key, 'app',
     ev.app, 'dlvs', table.concat(tails, ','), 'live', #ids)
+  if ev.example then redis.call('HSET', K.event .. ev.id, 'example', '1') end
   if now ~= id_time(ev.id) then redis.call('HSET', K.event .. ev.id, 'created', now) end
   return ids, pending
 end

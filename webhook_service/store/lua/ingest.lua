@@ -38,14 +38,20 @@ local channels_json = ARGV[19]        -- the event's channels, a JSON list ('' =
 local new_name = ARGV[20]             -- the application's name, to create it if it is
                                       -- missing ('' = don't)
 local new_uid = ARGV[21]              -- and its uid ('' = none)
+local only = ARGV[22]                 -- an example's one endpoint, of this application,
+                                      -- whatever its types and channels ('' = fan out to
+                                      -- every subscriber)
 -- Returns {'created', ids, pending ids}, {'replay', event id, type, created ms, fanout},
--- {'throttled', ms to wait} or {why}: 'no_app', 'mismatch', 'in_flight', 'backlog_full'
--- (store/events.py IngestOutcome).
+-- {'throttled', ms to wait} or {why}: 'no_app', 'no_endpoint' (`only` is no endpoint of the
+-- application), 'mismatch', 'in_flight', 'backlog_full' (store/events.py IngestOutcome).
 
 local found = redis.call('HMGET', K.app .. app, 'name', 'rate_limit')
 local creating = not found[1]
 -- A uid another application took since the API looked it up is not taken from it.
 if creating and (new_name == '' or not uid_free(app, new_uid)) then return {'no_app'} end
+if only ~= '' and redis.call('HGET', K.endpoint .. only, 'app') ~= app then
+  return {'no_endpoint'}
+end
 
 if idem_key ~= '' then
   local rec = redis.call('HMGET', idem_key, 'hash', 'state', 'event', 'until', 'fanout')
@@ -72,9 +78,15 @@ if redis.call('XLEN', K.outbox) >= backlog_max then return {'backlog_full'} end
 if creating then create_app(app, new_name, new_uid, '', '', now, now, true) end
 local channels = {}
 if channels_json ~= '' then channels = cjson.decode(channels_json) end
+local targets = subscribers(app, etype)
+if only ~= '' then
+  -- An example reaches its endpoint alone, which no channel filter may leave out.
+  targets, channels = {only}, nil
+end
 local due_at = now + grace_ms
 local ids, pending = create_event(now, {id = event_id, type = etype, body = body, key = key_id,
-  idem = idem_sent, app = app, channels = channels}, subscribers(app, etype), budget, due_at)
+  idem = idem_sent, app = app, channels = channels, example = only ~= ''}, targets, budget,
+  due_at)
 -- Kept for a replay, which fans out by them again; most events have none and pay nothing.
 if channels_json ~= '' then redis.call('HSET', K.event .. event_id, 'ch', channels_json) end
 redis.call('HINCRBY', K.metrics, 'events_accepted', 1)
