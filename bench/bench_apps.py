@@ -71,12 +71,13 @@ from bench.stats import percentile
 from signer import generate_secret
 from webhook_service.config import Settings
 from webhook_service.crypto import SecretBox
-from webhook_service.ids import new_id
+from webhook_service.ids import mark_of, new_id
 from webhook_service.store import keys
 from webhook_service.store.applications import (
     ApplicationOutcome,
     ApplicationRecord,
     ApplicationStore,
+    new_app_id,
 )
 from webhook_service.store.endpoints import EndpointRecord, EndpointStore, SealedSecret
 from webhook_service.store.scripts import Scripts
@@ -227,10 +228,9 @@ async def _fill(rig: Rig, sizes: Sizes, started: float) -> Filled:
 
         async def make_app(n: int) -> None:
             at = now_ms()
-            app_id = new_id("app", at)
-            record = ApplicationRecord(
-                app_id, f"Customer {n}", f"customer-{n:05d}", {}, None, at, at
-            )
+            uid = f"customer-{n:05d}"
+            app_id = new_app_id(at, uid)  # of its uid's bucket, as the API makes it
+            record = ApplicationRecord(app_id, f"Customer {n}", uid, {}, None, at, at)
             outcome = await applications.create(record)
             if outcome is not ApplicationOutcome.CREATED:
                 raise RuntimeError(f"application {n}: {outcome}")
@@ -245,7 +245,7 @@ async def _fill(rig: Rig, sizes: Sizes, started: float) -> Filled:
 
         async def make_endpoint(app_id: str) -> None:
             at = now_ms()
-            endpoint_id = new_id("ep", at)
+            endpoint_id = new_id("ep", at, mark=mark_of(app_id))  # its application's bucket
             record = EndpointRecord(
                 id=endpoint_id,
                 url=rig.receiver.url(endpoint_id),
