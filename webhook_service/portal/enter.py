@@ -20,8 +20,7 @@ from webhook_service.api.body import read_form
 from webhook_service.api.context import services
 from webhook_service.api.models import application_json
 from webhook_service.dashboard.access import redirect
-from webhook_service.dashboard.layout import SECURITY_HEADERS
-from webhook_service.dashboard.markup import render
+from webhook_service.portal.layout import signed_out_page
 from webhook_service.portal.session import current, end, forget, keep, start, valid_form_token
 
 PREFIX = "/portal"
@@ -34,20 +33,9 @@ _REFUSED = (
     "This portal link has expired, was withdrawn, or is not a portal link. Ask the service "
     "that sent it to you for a new one."
 )
-_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>$title</title></head>
-<body><main><h1>$title</h1><p>$detail</p></main></body></html>
-"""
 # The entry's answers set a credential (no cache may keep them) and follow a URL that held
 # the token (no Referer may carry it on).
 _PORTAL_HEADERS = {"Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
-
-
-def _page(status: int, title: str, detail: str) -> web.Response:
-    html = render(_PAGE, title=title, detail=detail)
-    response = web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
-    response.headers.update({**SECURITY_HEADERS, **_PORTAL_HEADERS})
-    return response
 
 
 def _to(location: str) -> web.Response:
@@ -61,7 +49,7 @@ async def enter(request: web.Request) -> web.StreamResponse:
     grant = await svc.portal.redeem(request.query.get("token", ""))
     application = None if grant is None else await svc.applications.get(grant.app_id)
     if grant is None or application is None:
-        return _page(401, "This link does not open the portal", _REFUSED)
+        return signed_out_page(401, "This link does not open the portal", _REFUSED)
     previous = await current(request)
     if previous is not None:
         # One portal session per browser: the one it had ends here, not at its expiry.
@@ -76,7 +64,7 @@ async def logout(request: web.Request) -> web.StreamResponse:
     session = await current(request)
     if session is not None:
         if not valid_form_token(request, session, await read_form(request)):
-            return _page(403, "Refused", "This form did not come from this portal.")
+            return signed_out_page(403, "Refused", "This form did not come from this portal.")
         await end(request, session)
     response = _to(SIGNED_OUT)
     forget(response)
@@ -85,7 +73,7 @@ async def logout(request: web.Request) -> web.StreamResponse:
 
 async def signed_out(_: web.Request) -> web.StreamResponse:
     # A page of its own, outside any session: whoever lands here holds none.
-    return _page(
+    return signed_out_page(
         200,
         "Signed out",
         "You have signed out of the portal. To come back, open your portal link again.",
