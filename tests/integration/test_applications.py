@@ -336,9 +336,13 @@ def _fill(path: str, refs: dict[str, str], app_ref: str) -> str:
 
 def _aimed_at_one_record(path: str) -> bool:
     """A route that names an application or one record of one: the ones a bound key must
-    find missing when they are another application's."""
+    find missing when they are another application's. Not the API keys (admin's alone),
+    the event-type catalog (global: every application's producers share its types), nor
+    the dashboard's and the portal's pages (each has its own sign-in, and its own test of
+    one application's session against another's ids)."""
     return path.startswith(NESTED_PREFIX) or (
-        "{" in path and not path.startswith(("/v1/api-keys", "/dashboard"))
+        "{" in path
+        and not path.startswith(("/v1/api-keys", "/v1/event-types", "/dashboard", "/portal"))
     )
 
 
