@@ -21,8 +21,9 @@ What must hold:
   the pools keep open (see tests/support/memory.py).
 
 ``--soak-seconds`` is the length of the load: 60 s in the normal suite (a kill every 12 s,
-each of the four victims once); ``make soak`` runs 1800 (a kill every 120 s). The samples go to ``soak.csv`` in the test's
-directory, whose path is printed with the figures; docs/reliability.md has them.
+each of the four victims once); ``make soak`` runs 1800 (a kill every 120 s). The samples
+go to ``soak.csv`` in the test's directory, whose path is printed with the figures;
+docs/reliability.md has them.
 """
 
 from __future__ import annotations
