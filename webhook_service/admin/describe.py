@@ -86,6 +86,23 @@ def rate(per_second: float | None) -> str:
     return NOTHING if per_second is None else f"{per_second:g}/s"
 
 
+# An endpoint without its own retry policy follows the operator's settings.
+GLOBAL = "global setting"
+
+
+def retry_schedule(endpoint: dict[str, Any]) -> str:
+    """The endpoint's own schedule: the delay before each attempt, and how many there are."""
+    schedule = endpoint.get("retry_schedule")
+    if schedule is None:
+        return GLOBAL
+    return f"{', '.join(f'{delay:g}' for delay in schedule)} s ({len(schedule)} attempts)"
+
+
+def request_timeout(endpoint: dict[str, Any]) -> str:
+    seconds = endpoint.get("timeout_seconds")
+    return GLOBAL if seconds is None else f"{seconds:g} s"
+
+
 def event_types(endpoint: dict[str, Any]) -> str:
     types = endpoint.get("event_types")
     return ", ".join(types) if types else "all"

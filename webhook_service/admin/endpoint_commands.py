@@ -1,4 +1,5 @@
-"""``webhook-service endpoints …``: list, create, show, enable, disable, rotate, recover."""
+"""``webhook-service endpoints …``: list, create, show, update, enable, disable, rotate,
+recover."""
 
 from __future__ import annotations
 
@@ -11,10 +12,17 @@ from webhook_service.admin.command import (
     Context,
     Handler,
     Subcommands,
+    UsageError,
     add_action,
     add_wait_option,
     follow_job,
 )
+
+SCHEDULE_HELP = (
+    "seconds before each attempt, the first 0; its length is the attempt budget (at most 20, "
+    "7 days in all); default: WEBHOOK_RETRY_SCHEDULE"
+)
+TIMEOUT_HELP = "its request timeout, 1 to 60 s; default: WEBHOOK_REQUEST_TIMEOUT"
 
 
 async def list_endpoints(ctx: Context) -> None:
@@ -33,6 +41,30 @@ def _header(text: str) -> tuple[str, str]:
     return name, value
 
 
+def _schedule(text: str) -> list[float]:
+    """``0,1,1``: the delays before each attempt, in seconds (WEBHOOK_RETRY_SCHEDULE's form);
+    the API checks the bounds."""
+    try:
+        return [float(delay) for delay in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not seconds separated by commas") from None
+
+
+def _policy(args: argparse.Namespace) -> dict[str, Any]:
+    """The retry policy fields given: only those; a --no-… option sends null (the global
+    setting again)."""
+    fields: dict[str, Any] = {}
+    if args.no_retry_schedule:
+        fields["retry_schedule"] = None
+    elif args.retry_schedule is not None:
+        fields["retry_schedule"] = args.retry_schedule
+    if args.no_timeout:
+        fields["timeout_seconds"] = None
+    elif args.timeout is not None:
+        fields["timeout_seconds"] = args.timeout
+    return fields
+
+
 async def create_endpoint(ctx: Context) -> None:
     args = ctx.args
     fields: dict[str, Any] = {
@@ -48,8 +80,17 @@ async def create_endpoint(ctx: Context) -> None:
         fields["headers"] = dict(args.header)
     if args.channels:
         fields["channels"] = args.channels
+    fields.update(_policy(args))
     created = await ctx.api.create_endpoint(fields)
     ctx.out.show(created, lambda: views.endpoint_fields(created))
+
+
+async def update_endpoint(ctx: Context) -> None:
+    fields = _policy(ctx.args)
+    if not fields:
+        raise UsageError("give what to change: --retry-schedule or --timeout (or their --no-…)")
+    updated = await ctx.api.update_endpoint(ctx.args.endpoint_id, fields)
+    ctx.out.show(updated, lambda: views.endpoint_fields(updated))
 
 
 async def show_endpoint(ctx: Context) -> None:
@@ -104,6 +145,20 @@ def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
         "--channel", dest="channels", action="append", metavar="CHANNEL",
         help="repeat; it then receives only the events that carry one of them",
     )  # fmt: skip
+    create.add_argument("--retry-schedule", type=_schedule, metavar="0,5,300", help=SCHEDULE_HELP)
+    create.add_argument("--timeout", type=float, metavar="SECONDS", help=TIMEOUT_HELP)
+    create.set_defaults(no_retry_schedule=False, no_timeout=False)  # nothing to clear yet
+
+    update = action("update", update_endpoint, "change an endpoint's retry policy")
+    update.add_argument("endpoint_id", metavar="ENDPOINT_ID")
+    schedule = update.add_mutually_exclusive_group()
+    schedule.add_argument("--retry-schedule", type=_schedule, metavar="0,5,300", help=SCHEDULE_HELP)
+    schedule.add_argument(
+        "--no-retry-schedule", action="store_true", help="follow the global schedule again"
+    )
+    timeout = update.add_mutually_exclusive_group()
+    timeout.add_argument("--timeout", type=float, metavar="SECONDS", help=TIMEOUT_HELP)
+    timeout.add_argument("--no-timeout", action="store_true", help="the global timeout again")
 
     for name, handler, text in (
         ("show", show_endpoint, "one endpoint"),

@@ -94,6 +94,8 @@ def endpoint_fields(endpoint: JSON) -> str:
         ("channels", d.channels(endpoint)),
         ("signature", endpoint["signature"]),
         ("rate limit", endpoint["rate_limit"] or d.NOTHING),
+        ("retries", d.retry_schedule(endpoint)),
+        ("timeout", d.request_timeout(endpoint)),
         ("headers", d.endpoint_headers(endpoint)),
         ("created", d.moment(endpoint["created_at"])),
         ("updated", d.moment(endpoint["updated_at"])),

@@ -105,6 +105,8 @@ async def create_endpoint(request: web.Request) -> web.Response:
         rate_limit=body.rate_limit,
         operations=body.operations,
         channels=body.channels,
+        retry_schedule=None if body.retry_schedule is None else tuple(body.retry_schedule),
+        timeout_seconds=body.timeout_seconds,
     )
     await _save_new(svc, record)
     return web.json_response(
@@ -195,6 +197,13 @@ async def patch_endpoint(request: web.Request) -> web.Response:
         record.operations = patch.operations
     if "channels" in given:
         record.channels = patch.channels
+    # The policy applies from a pending delivery's next attempt (delivery/engine.py).
+    if "retry_schedule" in given:
+        record.retry_schedule = (
+            None if patch.retry_schedule is None else tuple(patch.retry_schedule)
+        )
+    if "timeout_seconds" in given:
+        record.timeout_seconds = patch.timeout_seconds
     now = now_ms()
     record.updated_ms = now
     await svc.endpoints.save(record, creating=False)

@@ -10,6 +10,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from webhook_service.api.scopes import Scope
 from webhook_service.controls import CONTROLS
+from webhook_service.delivery.policy import (
+    MAX_ATTEMPTS,
+    MAX_TIMEOUT_SECONDS,
+    MIN_TIMEOUT_SECONDS,
+    check_schedule,
+)
 from webhook_service.history.filters import EventSummary
 from webhook_service.store.apikeys import ApiKeyRecord
 from webhook_service.store.applications import ApplicationRecord, PortalOptions, is_app_id
@@ -82,6 +88,14 @@ Headers = Annotated[
     AfterValidator(_allowed_headers),
 ]
 RateLimit = Annotated[float, Field(gt=0, le=10_000)]
+# An endpoint's own retry policy (delivery/policy.py), in place of the global settings.
+RetryDelay = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+RetrySchedule = Annotated[
+    list[RetryDelay], Field(min_length=1, max_length=MAX_ATTEMPTS), AfterValidator(check_schedule)
+]
+TimeoutSeconds = Annotated[
+    float, Field(ge=MIN_TIMEOUT_SECONDS, le=MAX_TIMEOUT_SECONDS, allow_inf_nan=False)
+]
 
 
 class _Strict(BaseModel):
@@ -233,6 +247,8 @@ class EndpointIn(_Strict):
     rate_limit: RateLimit | None = None
     operations: bool = False
     channels: Channels = None
+    retry_schedule: RetrySchedule | None = None
+    timeout_seconds: TimeoutSeconds | None = None
 
 
 # A rotation keeps the old key signing for at most a week.
@@ -254,6 +270,8 @@ class EndpointPatch(_Strict):
     rate_limit: RateLimit | None = None
     operations: bool | None = None
     channels: Channels = None
+    retry_schedule: RetrySchedule | None = None
+    timeout_seconds: TimeoutSeconds | None = None
 
 
 def _instant(text: str) -> str:
@@ -331,6 +349,8 @@ def endpoint_json(record: EndpointRecord, headers: Mapping[str, str | None]) -> 
         "headers": dict(headers),
         "rate_limit": record.rate_limit,
         "operations": record.operations,
+        "retry_schedule": None if record.retry_schedule is None else list(record.retry_schedule),
+        "timeout_seconds": record.timeout_seconds,
         "signature": record.signature,
         "public_key": record.public_key,
         "created_at": iso(record.created_ms),

@@ -261,6 +261,8 @@ def endpoint_facts(endpoint: JSON, stats: JSON) -> Markup:
         ("Channels", d.channels(endpoint)),
         ("Description", endpoint["description"] or d.NOTHING),
         ("Signature", endpoint["signature"]),
+        ("Retry schedule", d.retry_schedule(endpoint)),
+        ("Request timeout", d.request_timeout(endpoint)),
         ("Backlog", f"{stats['backlog']} pending"),
         ("Last success", d.moment(stats["last_success_at"])),
         ("Last failure", d.last_failure(stats)),

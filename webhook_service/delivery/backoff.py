@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 
 # Receivers that say "slow down" get the larger of our schedule and their Retry-After,
@@ -19,6 +19,11 @@ class RetryPolicy:
     jitter: float = 0.2
     # Timeouts and 429 mean the receiver is overloaded: wait at least this long.
     throttle_floor: float = 60.0
+
+    def for_schedule(self, schedule: Sequence[float] | None) -> RetryPolicy:
+        """This policy with an endpoint's own schedule (None: this one's); jitter and the
+        throttle floor stay the operator's."""
+        return self if schedule is None else replace(self, schedule=schedule)
 
     def delay_after(
         self,

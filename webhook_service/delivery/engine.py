@@ -214,9 +214,11 @@ class DeliveryEngine:
         self, leased: LeaseResult, token: str, leased_ms: int, chain: bool
     ) -> tuple[list[Result], list[asyncio.Task[Result]]]:
         skipped = [Result(i, why) for i, why in leased.skipped.items()]
-        until_ms = leased_ms + self._lease_ms
         tasks = [
-            asyncio.create_task(self._deliver(job, token, until_ms, chain)) for job in leased.jobs
+            asyncio.create_task(
+                self._deliver(job, token, leased_ms + job.lease_ms(self._lease_ms), chain)
+            )
+            for job in leased.jobs
         ]
         for task in tasks:
             self._sending.add(task)
@@ -262,7 +264,9 @@ class DeliveryEngine:
             name.lower(): REDACTED if name in credentials.headers and name not in ours else value
             for name, value in headers.items()
         }
-        response = await self._transport.send(OutboundRequest(job.url, headers, body))
+        response = await self._transport.send(
+            OutboundRequest(job.url, headers, body, timeout=job.timeout_seconds)
+        )
         # With ``chain``, the record also leases the delivery parked for the slot this send
         # frees, and this worker sends it next; without, the scheduler takes it over.
         next_lease = None
@@ -304,7 +308,8 @@ class DeliveryEngine:
         delay_ms: int | None = None
         if outcome is AttemptOutcome.FAIL:
             retry_after = parse_retry_after(response.headers.get("Retry-After"), started / 1000)
-            delay = self._policy.delay_after(
+            # The endpoint's schedule as it is now: a change applies from the next attempt.
+            delay = self._policy.for_schedule(job.retry_schedule).delay_after(
                 job.attempt,
                 status=response.status,
                 error=response.error,
@@ -375,6 +380,7 @@ class DeliveryEngine:
                     delay_ms=delay_ms,
                     health=self._health,
                     next_lease=next_lease,
+                    budget=len(job.retry_schedule or ()),
                 )
                 return recorded, now
             except Exception as exc:

@@ -48,6 +48,7 @@ class OutboundRequest:
     url: str
     headers: Mapping[str, str]
     body: bytes
+    timeout: float | None = None  # the whole attempt's, in seconds; None: the transport's
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ class AiohttpTransport:
             # One deadline over the whole attempt: connect, TLS, writing the request (to a
             # receiver that may never read it), the headers, the body we keep, and closing.
             # A timeout per read would let a body that drips a byte a second run for days.
-            async with asyncio.timeout(self._total_timeout):
+            async with asyncio.timeout(request.timeout or self._total_timeout):
                 # aiohttp skips the resolver for IP literals, so literals are checked here.
                 self._guard.check_url(request.url)
                 async with self._session.post(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, cast
 
@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 
 from webhook_service.ids import delivery_event, delivery_tail, id_time_ms, new_id, tail_endpoint
 from webhook_service.store import keys
+from webhook_service.store.endpoints import decode_schedule, decode_timeout
 from webhook_service.store.scripts import Scripts
 from webhook_service.store.states import Status
 from webhook_service.timeutil import iso
@@ -54,6 +55,14 @@ class Job:
     url: str
     sealed_secrets: str
     sealed_headers: str  # the endpoint's own extra headers, as stored (values sealed)
+    # The endpoint's own retry policy, read with it (None: the global setting's).
+    retry_schedule: tuple[float, ...] | None = None
+    timeout_seconds: float | None = None
+
+    def lease_ms(self, base_ms: int) -> int:
+        """How long common.lua lease_one leased it for, given the ``base_ms`` asked for
+        (which covers the global request timeout): the endpoint's own timeout on top."""
+        return base_ms + int(1000 * (self.timeout_seconds or 0))
 
 
 class AttemptOutcome(StrEnum):
@@ -139,8 +148,13 @@ class LeaseResult:
         skipped: dict[str, LeaseSkip] = {}
         for row in rows:
             if row[1] == "go":
+                job = Job(row[0], int(row[2]) + 1, row[3], row[4], row[5], row[6], row[7], row[8])
                 jobs.append(
-                    Job(row[0], int(row[2]) + 1, row[3], row[4], row[5], row[6], row[7], row[8])
+                    replace(
+                        job,
+                        retry_schedule=decode_schedule(row[9]),
+                        timeout_seconds=decode_timeout(row[10]),
+                    )
                 )
             else:
                 skipped[row[0]] = LeaseSkip(row[1])
@@ -171,6 +185,7 @@ class RecordArgs:
     health: HealthPolicy
     next_lease: NextLease | None = None
     app_max_in_flight: int = 0  # next_lease's cap per application (LeaseArgs'); 0: no cap
+    budget: int = 0  # the endpoint's own attempt budget (its schedule's length); 0: none
 
     def keys(self) -> list[str]:
         return [keys.delivery(self.delivery_id)]
@@ -190,6 +205,7 @@ class RecordArgs:
             *((lease.token, lease.lease_ms, lease.max_in_flight) if lease else ("", 0, 0)),
             self.app_max_in_flight,
             a.status_class,
+            self.budget,
         ]  # fmt: skip
 
 
@@ -376,11 +392,13 @@ class DeliveryStore:
         delay_ms: int | None,
         health: HealthPolicy,
         next_lease: NextLease | None = None,
+        budget: int = 0,
     ) -> Recorded:
-        """The delivery's new status (or STALE: the lease was lost) and what comes next."""
+        """The delivery's new status (or STALE: the lease was lost) and what comes next.
+        ``budget``: the endpoint's own attempt budget, in place of the delivery's (0)."""
         args = RecordArgs(
             delivery_id, token, now_ms, attempt, outcome, delay_ms, health, next_lease,
-            self._app_concurrency,
+            self._app_concurrency, budget,
         )  # fmt: skip
         return Recorded.parse(await self._scripts.run("record", args.keys(), args.argv()))
 

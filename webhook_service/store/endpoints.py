@@ -50,6 +50,9 @@ class EndpointRecord:
     application: str = DEFAULT_APP_ID
     # None: every event of its types; otherwise only an event sharing one of these.
     channels: list[str] | None = None
+    # Its own retry policy (delivery/policy.py); None: the global setting's.
+    retry_schedule: tuple[float, ...] | None = None
+    timeout_seconds: float | None = None
 
 
 # Rotation keeps the current key and at most this many older ones still in their grace.
@@ -125,6 +128,20 @@ def encode_channels(channels: Sequence[str] | None) -> str:
     return orjson.dumps(sorted(set(channels))).decode() if channels else ""
 
 
+def encode_schedule(schedule: Sequence[float] | None) -> str:
+    """An endpoint's retry_schedule field: '' for none (the global one), else a JSON list."""
+    return "" if schedule is None else orjson.dumps(list(schedule)).decode()
+
+
+def decode_schedule(text: str) -> tuple[float, ...] | None:
+    return tuple(float(delay) for delay in orjson.loads(text)) if text else None
+
+
+def decode_timeout(text: str) -> float | None:
+    """An endpoint's timeout field: '' for none (the global one), else seconds."""
+    return float(text) if text else None
+
+
 def _from_hash(endpoint_id: str, raw: dict[str, str]) -> EndpointRecord:
     types = raw.get("event_types", "")
     channels = raw.get("channels", "")
@@ -146,6 +163,8 @@ def _from_hash(endpoint_id: str, raw: dict[str, str]) -> EndpointRecord:
         disabled_at_ms=int(raw["disabled_at"]) if raw.get("disabled_at") else None,
         application=raw["app"],
         channels=orjson.loads(channels) if channels else None,
+        retry_schedule=decode_schedule(raw.get("retry_schedule", "")),
+        timeout_seconds=decode_timeout(raw.get("timeout", "")),
     )
 
 
@@ -251,6 +270,8 @@ class EndpointStore:
             "rate_limit": "" if record.rate_limit is None else repr(record.rate_limit),
             "operations": "1" if record.operations else "0",
             "channels": encode_channels(record.channels),
+            "retry_schedule": encode_schedule(record.retry_schedule),
+            "timeout": "" if record.timeout_seconds is None else repr(record.timeout_seconds),
         }
         if creating:
             fields["secrets"] = encode_secrets(record.secrets)

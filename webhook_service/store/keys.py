@@ -28,7 +28,9 @@ B endpoint:{ep}              hash   url, description, event_types (JSON), disabl
                                     seq (its sequence number, which its delivery ids
                                     end with), app (its application, for good),
                                     channels ('' = none, else a JSON list: sorted, at
-                                    most 10)
+                                    most 10), retry_schedule ('' = the global one, else
+                                    a JSON list of delays), timeout ('' = the global
+                                    request timeout, else seconds)
 B endpoints                  zset   every endpoint id of the bucket's applications
                                     (score 0, ordered by id = time): operator views
 B endpoints:seq              str    the last endpoint sequence number given in the

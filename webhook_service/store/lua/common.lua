@@ -363,9 +363,10 @@ local function park(line, id, since, now, lease_ms)
 end
 
 -- Take a lease on one delivery, or say why not: {id, why} or, leased, {id, 'go', attempts,
--- event, endpoint, body, url, secrets, headers}. lease.lua takes a wake-up's batch with it;
--- record.lua the parked deliveries that the slots its attempt freed go to. At most
--- max_in_flight leases per endpoint and app_max per application (0: no cap); one that
+-- event, endpoint, body, url, secrets, headers, retry_schedule, timeout (the endpoint's
+-- policy, '' for the global one)}. lease.lua takes a wake-up's batch with it; record.lua
+-- the parked deliveries that the slots its attempt freed go to. At most max_in_flight
+-- leases per endpoint and app_max per application (0: no cap); one that
 -- finds either full parks in that one's line, scored `since` (when it began to wait: now,
 -- or the score it had in the line record.lua took it from, so it keeps its place).
 local function lease_one(id, now, token, lease_ms, max_in_flight, app_max, since)
@@ -386,7 +387,7 @@ local function lease_one(id, now, token, lease_ms, max_in_flight, app_max, since
   else
     local ep_id, event_id = delivery_endpoint(id, d[6]), delivery_event(id, d[5])
     local ep = redis.call('HMGET', K.endpoint .. ep_id, 'url', 'secrets', 'disabled',
-      'rate_limit', 'headers')
+      'rate_limit', 'headers', 'retry_schedule', 'timeout')
     local app = capped_app(event_id)
     local inflight = K.inflight .. ep_id
     if ep[1] then redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now) end
@@ -422,14 +423,18 @@ local function lease_one(id, now, token, lease_ms, max_in_flight, app_max, since
         return {id, 'throttled'}
       else
         local ev = redis.call('HMGET', K.event .. event_id, 'body')
-        redis.call('HSET', key, 'lease', token, 'lease_until', now + lease_ms)
-        redis.call('ZADD', K.due, now + lease_ms, id)
-        redis.call('ZADD', inflight, now + lease_ms, id)
+        -- An endpoint's own request timeout adds to the lease, which covers the global
+        -- one's: a send may not outlast its lease (store/deliveries.py Job.lease_ms).
+        local until_ms = now + lease_ms + math.floor(1000 * (tonumber(ep[7] or '') or 0))
+        redis.call('HSET', key, 'lease', token, 'lease_until', until_ms)
+        redis.call('ZADD', K.due, until_ms, id)
+        redis.call('ZADD', inflight, until_ms, id)
         if app ~= '' and app_max > 0 then
-          redis.call('ZADD', K.app_inflight .. app, now + lease_ms, id)
+          redis.call('ZADD', K.app_inflight .. app, until_ms, id)
         end
         unpark(id, ep_id, app)
-        return {id, 'go', d[2], event_id, ep_id, ev[1] or '', ep[1], ep[2], ep[5] or ''}
+        return {id, 'go', d[2], event_id, ep_id, ev[1] or '', ep[1], ep[2], ep[5] or '',
+          ep[6] or '', ep[7] or ''}
       end
     end
   end

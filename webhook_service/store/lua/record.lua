@@ -33,6 +33,8 @@ local next_lease_ms = tonumber(ARGV[16])  -- that lease's lease_ms,
 local next_max = tonumber(ARGV[17])       -- its max_in_flight
 local next_app_max = tonumber(ARGV[18])   -- and its app_max (lease.lua's)
 local class = ARGV[19]                -- the answer's class (deliveries.py STATUS_CLASSES)
+local ep_budget = tonumber(ARGV[20])  -- the endpoint's own attempt budget (the length of
+                                      -- its retry schedule); 0: the delivery's own
 -- Returns {'stale'}, or {status, attempts, the delivery's creation ms[, a common.lua
 -- lease_one row for each parked delivery leased]} (store/deliveries.py Recorded.parse). What
 -- the attempt adds to the metrics and the endpoint's windows the caller counts
@@ -96,7 +98,7 @@ else
     redis.call('ZREM', K.due, id)
     if ep_exists then redis.call('HSET', ep_key, 'troubled', '1') end
     disabled('gone')
-  elseif delay < 0 or attempts >= tonumber(d[4]) then
+  elseif delay < 0 or attempts >= (ep_budget > 0 and ep_budget or tonumber(d[4])) then
     status = 'failed'
     redis.call('ZREM', K.due, id)
     if ep_exists then
