@@ -21,6 +21,11 @@ from webhook_service.api.problems import pointer
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 # An event breaking many rules is told the first few: enough to fix it, a bounded answer.
 MAX_VIOLATIONS = 10
+# A schema's ``pattern`` runs on the producer's data at every ingest. jsonschema-rs's
+# fancy-regex hands a pattern without lookaround or backreferences to a linear-time engine;
+# one with them backtracks, and this bounds it (the library's own bound is a million steps,
+# tens of milliseconds of the API's loop): past it the value counts as not matching.
+PATTERN_OPTIONS = jsonschema_rs.FancyRegexOptions(backtrack_limit=100_000)
 
 
 class SchemaProblem(ValueError):
@@ -72,7 +77,7 @@ def compile_schema(schema: Any) -> CompiledSchema:
         raise SchemaProblem(_first_line(exc)) from None
     try:
         validator = jsonschema_rs.Draft202012Validator(
-            schema, validate_formats=False, retriever=_no_remote
+            schema, validate_formats=False, retriever=_no_remote, pattern_options=PATTERN_OPTIONS
         )
     except Exception as exc:  # unresolvable references, patterns no engine takes, ...
         raise SchemaProblem(_first_line(exc)) from None

@@ -62,3 +62,12 @@ def test_examples_must_be_objects_and_match() -> None:
         (2, Violation("", "an example is a JSON object, as data is")),
     ]
     assert example_violations(None, [{"anything": True}]) == []
+
+
+def test_a_backtracking_pattern_is_cut_off_and_counts_as_not_matching() -> None:
+    """A backreference backtracks exponentially on a near miss: the bound stops it (without
+    it, 30 characters already take the library's million steps) and says so."""
+    compiled = compile_schema({"properties": {"s": {"type": "string", "pattern": r"^(a|a)*\1$"}}})
+    (violation,) = compiled.violations({"s": "a" * 2000 + "c"})
+    assert violation.pointer == "/s" and "backtracking" in violation.message
+    assert compiled.violations({"s": "aa"}) == []
