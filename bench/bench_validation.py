@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import fastjsonschema  # type: ignore[import-untyped]  # no stubs; compared in the bench only
+import fastjsonschema  # compared in the bench only
 import jsonschema  # type: ignore[import-untyped]  # no stubs installed
 import orjson
 
