@@ -147,6 +147,38 @@ class AdminApi:
         history in the background."""
         return await self.call("DELETE", f"/v1/applications/{_segment(app)}")
 
+    # Portal links: of ``application`` (None: the flat route, the default application's
+    # or a bound key's own)
+
+    async def portal_link(
+        self, expires_in: int | None, capabilities: Sequence[str] | None, read_only: bool
+    ) -> JSON:
+        """A subscriber portal link: {url, token, expires_at, capabilities}; None leaves a
+        field to the API's default (an hour; every capability but view_secrets)."""
+        body: JSON = {"read_only": read_only}
+        if expires_in is not None:
+            body["expires_in"] = expires_in
+        if capabilities is not None:
+            body["capabilities"] = list(capabilities)
+        return await self.call("POST", self._here + "/portal-access", body=body)
+
+    async def revoke_portal_links(self) -> None:
+        """End every portal link and every portal session of the application at once."""
+        await self.call("DELETE", self._here + "/portal-access")
+
+    async def may_make_portal_links(self) -> bool:
+        """Whether this key may make the application's portal links (applications:write,
+        or bound to it), asked without making one: a request the API refuses as invalid
+        (422) is past its scope and tenancy checks (403, 404), and makes nothing."""
+        try:
+            await self.call("POST", self._here + "/portal-access", body={"expires_in": 0})
+        except APIError as exc:
+            if exc.status in (403, 404):
+                return False
+            if exc.status != 422:
+                raise
+        return True
+
     # The event-type catalog (global: the same whatever ``application``)
 
     async def event_types(

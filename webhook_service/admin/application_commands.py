@@ -8,6 +8,7 @@ import argparse
 from typing import Any
 
 from webhook_service.admin import application_health as health
+from webhook_service.admin import describe as d
 from webhook_service.admin import views
 from webhook_service.admin.arguments import add_paging, key_value
 from webhook_service.admin.command import (
@@ -19,6 +20,8 @@ from webhook_service.admin.command import (
     add_wait_option,
     follow_job,
 )
+from webhook_service.admin.tables import render_fields
+from webhook_service.portal_access import MAX_EXPIRES_IN, MIN_EXPIRES_IN, Capability
 
 APP_HELP = "an application id (app_…) or uid"
 
@@ -89,6 +92,48 @@ async def delete_application(ctx: Context) -> None:
     ctx.out.show(answer, lambda: f"deleted {ctx.args.app_ref}")
 
 
+async def portal_link(ctx: Context) -> None:
+    args = ctx.args
+    made = await ctx.api.within(args.app_ref).portal_link(
+        args.expires_in, args.capabilities, args.read_only
+    )
+    ctx.out.show(
+        made,
+        lambda: render_fields(
+            [
+                ("url", made["url"]),
+                ("expires", d.moment(made["expires_at"])),
+                ("capabilities", ", ".join(made["capabilities"])),
+            ]
+        ),
+    )
+    ctx.out.note(
+        "whoever holds this link opens the portal until it expires; "
+        f"end every link with: webhook-service applications portal-revoke {args.app_ref}"
+    )
+
+
+async def portal_revoke(ctx: Context) -> None:
+    await ctx.api.within(ctx.args.app_ref).revoke_portal_links()
+    ctx.out.show(
+        {"revoked": True},
+        lambda: f"every portal link and portal session of {ctx.args.app_ref} ended",
+    )
+
+
+def expiry(text: str) -> int:
+    """``--expires-in``: whole seconds, within the API's bounds (said here, before a request)."""
+    try:
+        seconds = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
+    if not MIN_EXPIRES_IN <= seconds <= MAX_EXPIRES_IN:
+        raise argparse.ArgumentTypeError(
+            f"between {MIN_EXPIRES_IN} and {MAX_EXPIRES_IN} seconds (7 days)"
+        )
+    return seconds
+
+
 def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     group = commands.add_parser(
         "applications", help="list and manage applications (tenants), over the API"
@@ -148,3 +193,28 @@ def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     delete.add_argument("app_ref", metavar="APP", help=APP_HELP)
     add_wait_option(delete)
+
+    link = action(
+        "portal-link", portal_link,
+        "make a link to the subscriber portal of one application (POST "
+        "/v1/applications/{app}/portal-access); prints it and its expiry, --json the answer",
+    )  # fmt: skip
+    link.add_argument("app_ref", metavar="APP", help=APP_HELP)
+    link.add_argument(
+        "--expires-in", type=expiry, metavar="SECONDS",
+        help=f"how long it opens the portal: {MIN_EXPIRES_IN} to {MAX_EXPIRES_IN} (default 3600)",
+    )  # fmt: skip
+    link.add_argument(
+        "--capability", dest="capabilities", action="append",
+        choices=[c.value for c in Capability], metavar="NAME",
+        help="repeat; what the subscriber may do (view is always held; default: all but "
+        "view_secrets): " + ", ".join(c.value for c in Capability),
+    )  # fmt: skip
+    link.add_argument(
+        "--read-only", action="store_true", help="view alone, whatever --capability says"
+    )
+
+    action(
+        "portal-revoke", portal_revoke,
+        "end every portal link and every open portal session of one application at once",
+    ).add_argument("app_ref", metavar="APP", help=APP_HELP)  # fmt: skip
