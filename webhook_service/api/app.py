@@ -10,6 +10,7 @@ from webhook_service.api import (
     applications,
     cron,
     deliveries,
+    endpoint_filters,
     endpoints,
     event_history,
     event_types,
@@ -55,6 +56,7 @@ def create_app(svc: Services) -> web.Application:
         app.add_routes(module.routes)
     jobs.setup(app, svc)
     event_types.setup(app, svc)
+    endpoint_filters.setup(app, svc.endpoints)
     app.cleanup_ctx.append(cron.ticker_context)
     dashboard.setup(app)
     portal.setup(app)

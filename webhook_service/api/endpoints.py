@@ -11,13 +11,20 @@ from signer import InvalidKeyError, SigningKey, generate_keypair, generate_secre
 from webhook_service.api.auth import CALLER
 from webhook_service.api.body import read_model
 from webhook_service.api.context import Services, services
-from webhook_service.api.models import EndpointIn, EndpointPatch, RotateIn, endpoint_json
+from webhook_service.api.models import (
+    EndpointIn,
+    EndpointPatch,
+    EventIn,
+    RotateIn,
+    endpoint_json,
+)
 from webhook_service.api.pagination import page_params
 from webhook_service.api.problems import ProblemError
 from webhook_service.api.routing import tenant_route
 from webhook_service.api.scopes import Scope, grants
 from webhook_service.api.tenancy import APP_NOT_FOUND, home_application
 from webhook_service.delivery.ssrf import DestinationBlocked
+from webhook_service.filters import Filter, FilterEvent, FilterInvalid
 from webhook_service.ids import mark_of, new_id
 from webhook_service.store.applications import DEFAULT_APP_ID
 from webhook_service.store.endpoints import (
@@ -46,6 +53,21 @@ async def _check_destination(svc: Services, url: str) -> None:
 
 
 ENDPOINT_NOT_FOUND = "No endpoint has this id."
+
+
+def _filter_text(document: dict[str, Any] | None) -> str | None:
+    """A body's filter as stored, or a 422 pointing at its invalid part; None: no filter."""
+    if document is None:
+        return None
+    try:
+        return Filter.parse(document).text
+    except FilterInvalid as exc:
+        raise ProblemError(
+            422,
+            f"The filter is not valid: {exc.detail}.",
+            kind="invalid-filter",
+            errors=[{"pointer": "/filter" + exc.pointer, "detail": exc.detail}],
+        ) from None
 
 
 async def load_endpoint(svc: Services, request: web.Request) -> EndpointRecord:
@@ -107,6 +129,7 @@ async def create_endpoint(request: web.Request) -> web.Response:
         channels=body.channels,
         retry_schedule=None if body.retry_schedule is None else tuple(body.retry_schedule),
         timeout_seconds=body.timeout_seconds,
+        filter=_filter_text(body.filter),
     )
     await _save_new(svc, record)
     return web.json_response(
@@ -204,6 +227,9 @@ async def patch_endpoint(request: web.Request) -> web.Response:
         )
     if "timeout_seconds" in given:
         record.timeout_seconds = patch.timeout_seconds
+    # From the next event on: ingest checks the version it evaluated (api/endpoint_filters.py).
+    if "filter" in given:
+        record.filter = _filter_text(patch.filter)
     now = now_ms()
     record.updated_ms = now
     await svc.endpoints.save(record, creating=False)
@@ -271,5 +297,29 @@ async def rotate_secret(request: web.Request) -> web.Response:
             **_shown_json(svc, request, rotated),
             **_shown(secret, public_key),
             "previous_keys": previous,
+        }
+    )
+
+
+@tenant_route(routes, "POST", "/v1/endpoints/{endpoint_id}/test-filter")
+async def test_filter(request: web.Request) -> web.Response:
+    """Whether an event, as a producer posts it, passes the endpoint's filter, and the
+    clause that decided (a pointer into the endpoint's ``filter``). Only the filter: its
+    event types and channels are the endpoint's other fields."""
+    svc = services(request)
+    record = await load_endpoint(svc, request)
+    event = await read_model(request, EventIn, svc.settings.max_payload_bytes)
+    if record.filter is None:
+        return web.json_response(
+            {"matches": True, "decided_by": None, "clause": "the endpoint has no filter"}
+        )
+    verdict = Filter.loads(record.filter).explain(
+        FilterEvent(event.type, event.data, tuple(event.channels or ()))
+    )
+    return web.json_response(
+        {
+            "matches": verdict.matches,
+            "decided_by": "/filter" + verdict.decided_by,
+            "clause": verdict.clause,
         }
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from functools import partial
 from typing import Any
 
 import orjson
@@ -12,6 +13,7 @@ from aiohttp import web
 from webhook_service.api.auth import CALLER, CALLER_KEY_ID
 from webhook_service.api.body import read_json, read_model, validate
 from webhook_service.api.context import services
+from webhook_service.api.endpoint_filters import accept_filtered
 from webhook_service.api.endpoints import ENDPOINT_NOT_FOUND, load_endpoint
 from webhook_service.api.event_types import CATALOG
 from webhook_service.api.idempotency import (
@@ -26,6 +28,7 @@ from webhook_service.api.problems import ProblemError
 from webhook_service.api.routing import tenant_route
 from webhook_service.api.tenancy import bound_application, not_found, path_application
 from webhook_service.api.validation import check_event
+from webhook_service.filters import FilterEvent
 from webhook_service.ids import mark_of, new_id
 from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
@@ -184,7 +187,8 @@ async def _accept(
     event_id = new_id("msg", now, mark=mark_of(app_id))  # of its application's bucket
     await check_event(request, event_id, event_type, data)
     body = orjson.dumps({"type": event_type, "timestamp": iso(now), "data": data}).decode()
-    accepted = await svc.events.accept(
+    accept = partial(
+        svc.events.accept,
         app_id=app_id,
         create_app=create_app,
         channels=channels,
@@ -201,6 +205,16 @@ async def _accept(
         backlog_max=svc.settings.log_backlog_max,
         only_endpoint=only_endpoint,
     )
+    if only_endpoint is not None:
+        accepted = await accept()  # an example reaches its endpoint, whatever its filter
+    else:
+        filtered = FilterEvent(event_type, data, channels)
+        accepted = await accept_filtered(
+            request,
+            app_id,
+            filtered,
+            lambda version, out: accept(filter_version=version, filtered_out=out),
+        )
     if accepted.outcome is IngestOutcome.BACKLOG_FULL:
         raise _backlog_full(svc.settings.log_backlog_max)
     if accepted.outcome is IngestOutcome.NO_APP:

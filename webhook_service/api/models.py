@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
+import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from webhook_service.api.scopes import Scope
@@ -249,6 +250,8 @@ class EndpointIn(_Strict):
     channels: Channels = None
     retry_schedule: RetrySchedule | None = None
     timeout_seconds: TimeoutSeconds | None = None
+    # A payload filter (webhook_service/filters.py), checked by api/endpoints.py; null: none.
+    filter: dict[str, Any] | None = None
 
 
 # A rotation keeps the old key signing for at most a week.
@@ -272,6 +275,8 @@ class EndpointPatch(_Strict):
     channels: Channels = None
     retry_schedule: RetrySchedule | None = None
     timeout_seconds: TimeoutSeconds | None = None
+    # A payload filter (webhook_service/filters.py), checked by api/endpoints.py; null: none.
+    filter: dict[str, Any] | None = None
 
 
 def _instant(text: str) -> str:
@@ -351,6 +356,7 @@ def endpoint_json(record: EndpointRecord, headers: Mapping[str, str | None]) -> 
         "operations": record.operations,
         "retry_schedule": None if record.retry_schedule is None else list(record.retry_schedule),
         "timeout_seconds": record.timeout_seconds,
+        "filter": None if record.filter is None else orjson.loads(record.filter),
         "signature": record.signature,
         "public_key": record.public_key,
         "created_at": iso(record.created_ms),

@@ -56,6 +56,8 @@ ROUTE_SCOPES: dict[tuple[str, str], Scope | None] = {
     ("POST", "/v1/endpoints/{endpoint_id}/recover"): Scope.DELIVERIES_WRITE,
     # An event of its own, to that one endpoint (api/events.py send_example).
     ("POST", "/v1/endpoints/{endpoint_id}/send-example"): Scope.EVENTS_WRITE,
+    # Evaluates the endpoint's filter on a given event: reads it, changes nothing.
+    ("POST", "/v1/endpoints/{endpoint_id}/test-filter"): Scope.ENDPOINTS_READ,
     ("GET", "/v1/jobs/{job_id}"): Scope.DELIVERIES_READ,
     ("GET", "/v1/applications"): Scope.APPLICATIONS_READ,
     ("POST", "/v1/applications"): Scope.APPLICATIONS_WRITE,

@@ -53,6 +53,9 @@ class EndpointRecord:
     # Its own retry policy (delivery/policy.py); None: the global setting's.
     retry_schedule: tuple[float, ...] | None = None
     timeout_seconds: float | None = None
+    # Its payload filter as stored (webhook_service/filters.py Filter.text); None: every
+    # event of its types and channels.
+    filter: str | None = None
 
 
 # Rotation keeps the current key and at most this many older ones still in their grace.
@@ -165,6 +168,7 @@ def _from_hash(endpoint_id: str, raw: dict[str, str]) -> EndpointRecord:
         channels=orjson.loads(channels) if channels else None,
         retry_schedule=decode_schedule(raw.get("retry_schedule", "")),
         timeout_seconds=decode_timeout(raw.get("timeout", "")),
+        filter=raw.get("filter") or None,
     )
 
 
@@ -239,6 +243,19 @@ class EndpointDeleteArgs:
         return [self.endpoint_id]
 
 
+# The application hash's field that endpoint_save.lua bumps with every change of one of
+# its endpoints' filters, and ingest.lua compares with the version the API evaluated.
+FILTER_VERSION = "filter_v"
+
+
+@dataclass(frozen=True)
+class AppFilters:
+    """An application's filtered endpoints as of one version of its filters."""
+
+    version: int  # its filter_v when read (0: none of its endpoints ever had a filter)
+    filters: tuple[tuple[str, str], ...]  # (endpoint id, Filter.text)
+
+
 class EndpointStore:
     def __init__(self, redis: Redis, scripts: Scripts) -> None:
         self._redis = redis
@@ -272,6 +289,7 @@ class EndpointStore:
             "channels": encode_channels(record.channels),
             "retry_schedule": encode_schedule(record.retry_schedule),
             "timeout": "" if record.timeout_seconds is None else repr(record.timeout_seconds),
+            "filter": record.filter or "",
         }
         if creating:
             fields["secrets"] = encode_secrets(record.secrets)
@@ -326,6 +344,24 @@ class EndpointStore:
                     return record
                 except WatchError:
                     continue
+
+    async def filters(self, application: str) -> AppFilters:
+        """The application's endpoints that carry a filter, and the filter version they are
+        of. The version is read first (with the endpoint list, in one MULTI): a filter
+        written before the filters are read makes them newer than the version, which
+        ingest.lua then finds stale, never older."""
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hget(keys.app(application), FILTER_VERSION)
+            pipe.zrange(keys.app_endpoints(application), 0, -1)
+            version, endpoint_ids = await pipe.execute()
+        if not version:
+            return AppFilters(0, ())
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for endpoint_id in endpoint_ids:
+                pipe.hget(keys.endpoint(endpoint_id), "filter")
+            texts = await pipe.execute()
+        found = tuple((e, t) for e, t in zip(endpoint_ids, texts, strict=True) if t)
+        return AppFilters(int(version), found)
 
     async def get(self, endpoint_id: str) -> EndpointRecord | None:
         raw = cast(dict[str, str], await self._redis.hgetall(keys.endpoint(endpoint_id)))

@@ -59,6 +59,9 @@ class IngestOutcome(StrEnum):
     THROTTLED = "throttled"
     # An example's endpoint (IngestArgs.only_endpoint) is none of the application's.
     NO_ENDPOINT = "no_endpoint"
+    # IngestArgs.filter_version is no longer the application's: a filter changed since the
+    # API evaluated them; nothing was stored (api/endpoint_filters.py reads them again).
+    STALE = "stale"
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,11 @@ class IngestArgs:
     # An example: the event goes to this one endpoint of app_id's alone, whatever its
     # types and channels, and is marked so. None: every endpoint that takes it.
     only_endpoint: str | None = None
+    # The application's filter version the API evaluated its endpoints' filters with (None:
+    # none were, for an example), and the filtered endpoints the event did not pass, which
+    # the fan-out leaves out (api/endpoint_filters.py).
+    filter_version: int | None = None
+    filtered_out: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.create_app is not None and self.create_app.id != self.app_id:
@@ -115,6 +123,8 @@ class IngestArgs:
             idem.key if idem else "", self.backlog_max, self.app_id, channels,
             *((create.name, create.uid or "") if create else ("", "")),
             self.only_endpoint or "",
+            "" if self.filter_version is None else self.filter_version,
+            orjson.dumps(self.filtered_out).decode() if self.filtered_out else "",
         ]  # fmt: skip
 
 
@@ -268,6 +278,8 @@ class EventStore:
         channels: tuple[str, ...] = (),
         create_app: NewApplication | None = None,
         only_endpoint: str | None = None,
+        filter_version: int | None = None,
+        filtered_out: tuple[str, ...] = (),
     ) -> Accepted:
         """Store the event (an id of ``app_id``'s mark) in ``app_id`` and fan it out to that
         application's endpoints that take its type and channels. ``create_app`` is made
@@ -275,10 +287,13 @@ class EventStore:
         another missing one is NO_APP. The application's rate_limit answers THROTTLED,
         after the idempotency check (a repeat is never throttled). ``app_id`` defaults to
         the default application: the one of a caller bound to none. ``only_endpoint``: an
-        example for that endpoint alone (NO_ENDPOINT when it is not ``app_id``'s)."""
+        example for that endpoint alone (NO_ENDPOINT when it is not ``app_id``'s).
+        ``filtered_out``: endpoints left out by their filters, evaluated at
+        ``filter_version`` (STALE when that is no longer the application's)."""
         args = IngestArgs(
             now_ms, event_id, event_type, body, key_id, budget, grace_ms, idempotency, wakeup,
-            backlog_max, app_id, channels, create_app, only_endpoint,
+            backlog_max, app_id, channels, create_app, only_endpoint, filter_version,
+            filtered_out,
         )  # fmt: skip
         return Accepted.parse(await self._scripts.run("ingest", args.keys(), args.argv()), args)
 

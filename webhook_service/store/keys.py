@@ -30,7 +30,8 @@ B endpoint:{ep}              hash   url, description, event_types (JSON), disabl
                                     channels ('' = none, else a JSON list: sorted, at
                                     most 10), retry_schedule ('' = the global one, else
                                     a JSON list of delays), timeout ('' = the global
-                                    request timeout, else seconds)
+                                    request timeout, else seconds), filter ('' = none,
+                                    else its payload filter's JSON: filters.py)
 B endpoints                  zset   every endpoint id of the bucket's applications
                                     (score 0, ordered by id = time): operator views
 B endpoints:seq              str    the last endpoint sequence number given in the
@@ -45,7 +46,9 @@ B app:{app}                  hash   an application (store/applications.py): name
                                     ('' = none), metadata (JSON object, '' = {}),
                                     rate_limit (events/s, '' = none), created, updated,
                                     portal (JSON: origins, name, logo_url, accent, only
-                                    those set; no field when none is)
+                                    those set; no field when none is), filter_v (bumped
+                                    with every change of one of its endpoints' filters;
+                                    none until the first: api/endpoint_filters.py)
 B app:{app}:endpoints        zset   the application's endpoint ids (score 0); its ZCARD
                                     is what WEBHOOK_MAX_ENDPOINTS_PER_APP limits
 B apps                       zset   the bucket's application ids (score 0, ordered by

@@ -13,13 +13,16 @@ local id = ARGV[1]                -- the endpoint
 local most = tonumber(ARGV[2])    -- the most endpoints its application may have; 0: no limit
 local app = ARGV[3]               -- a new endpoint's application; one that exists stays in
                                   -- its own
--- ARGV[4...]: field/value pairs to write (must include url, event_types and operations)
+-- ARGV[4...]: field/value pairs to write (must include url, event_types, operations and
+--   filter)
 -- Returns 'created' or 'updated', or, writing nothing, 'limit_reached' when a new endpoint
 -- would pass its application's limit (counted here, in the step that adds one, so
 -- concurrent creations cannot pass it) or 'no_app' when its application does not exist
--- (the default one is created instead) (store/endpoints.py SaveOutcome).
+-- (the default one is created instead) (store/endpoints.py SaveOutcome). A change of the
+-- endpoint's filter bumps its application's filter_v in the same step: ingest.lua refuses
+-- a fan-out the API evaluated with an older version (store/endpoints.py AppFilters).
 local key = K.endpoint .. id
-local old = redis.call('HMGET', key, 'event_types', 'url', 'app')
+local old = redis.call('HMGET', key, 'event_types', 'url', 'app', 'filter')
 local new_app = false
 if old[2] then
   app = old[3]
@@ -52,12 +55,15 @@ if not old[2] then
   redis.call('HSET', K.endpoint_seqs, endpoint_tail(seq), id)
 end
 redis.call('HSET', key, unpack(fields))
-local now = redis.call('HMGET', key, 'event_types', 'operations')
+local now = redis.call('HMGET', key, 'event_types', 'operations', 'filter')
 subscribe(app, id, now[1])
 if now[2] == '1' then
   redis.call('SADD', K.sub_ops, id)
 else
   redis.call('SREM', K.sub_ops, id)
+end
+if (old[4] or '') ~= (now[3] or '') then
+  redis.call('HINCRBY', K.app .. app, 'filter_v', 1)
 end
 redis.call('ZADD', K.endpoints, 0, id)
 redis.call('ZADD', K.app .. app .. K.app_endpoints_suffix, 0, id)

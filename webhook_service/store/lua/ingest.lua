@@ -41,11 +41,16 @@ local new_uid = ARGV[21]              -- and its uid ('' = none)
 local only = ARGV[22]                 -- an example's one endpoint, of this application,
                                       -- whatever its types and channels ('' = fan out to
                                       -- every subscriber)
+local filter_v = ARGV[23]             -- the application's filter version the API evaluated
+                                      -- its endpoints' filters with ('' = none: an example)
+local filtered_out = ARGV[24]         -- the filtered endpoints the event does not pass, a
+                                      -- JSON list, left out of the fan-out ('' = none)
 -- Returns {'created', ids, pending ids}, {'replay', event id, type, created ms, fanout},
 -- {'throttled', ms to wait} or {why}: 'no_app', 'no_endpoint' (`only` is no endpoint of the
--- application), 'mismatch', 'in_flight', 'backlog_full' (store/events.py IngestOutcome).
+-- application), 'mismatch', 'in_flight', 'backlog_full', 'stale' (`filter_v` is no longer
+-- the application's) (store/events.py IngestOutcome).
 
-local found = redis.call('HMGET', K.app .. app, 'name', 'rate_limit')
+local found = redis.call('HMGET', K.app .. app, 'name', 'rate_limit', 'filter_v')
 local creating = not found[1]
 -- A uid another application took since the API looked it up is not taken from it.
 if creating and (new_name == '' or not uid_free(app, new_uid)) then return {'no_app'} end
@@ -64,6 +69,10 @@ if idem_key ~= '' then
   end
 end
 
+-- The filters the API evaluated must be the application's current ones: endpoint_save.lua
+-- bumps filter_v with every change of one, and the API reads them again on 'stale'.
+if filter_v ~= '' and (found[3] or '0') ~= filter_v then return {'stale'} end
+
 -- A new application has no limit yet; a replay above is never throttled.
 local rate = tonumber(found[2] or '') or 0
 if rate > 0 then
@@ -79,6 +88,14 @@ if creating then create_app(app, new_name, new_uid, '', '', now, now, true) end
 local channels = {}
 if channels_json ~= '' then channels = cjson.decode(channels_json) end
 local targets = subscribers(app, etype)
+if filtered_out ~= '' then
+  local out, kept = {}, {}
+  for _, ep in ipairs(cjson.decode(filtered_out)) do out[ep] = true end
+  for _, ep in ipairs(targets) do
+    if not out[ep] then kept[#kept + 1] = ep end
+  end
+  targets = kept
+end
 if only ~= '' then
   -- An example reaches its endpoint alone, which no channel filter may leave out.
   targets, channels = {only}, nil

@@ -1,0 +1,76 @@
+"""Filters in the store: endpoint_save.lua bumps the application's filter version with every
+change of a filter (and only then), EndpointStore.filters reads the filtered endpoints with
+it, and ingest.lua leaves out the endpoints it is told the event did not pass, or answers
+STALE, writing nothing, when the version it is given is no longer the application's."""
+
+from __future__ import annotations
+
+import pytest
+from redis.asyncio import Redis
+
+from webhook_service.ids import new_id
+from webhook_service.store import keys
+from webhook_service.store.applications import DEFAULT_APP_ID
+from webhook_service.store.endpoints import AppFilters, EndpointRecord, EndpointStore
+from webhook_service.store.events import Accepted, EventStore, IngestOutcome
+from webhook_service.store.scripts import Scripts
+
+pytestmark = pytest.mark.integration
+
+NOW = 1_800_000_000_000
+TYPE = "script.filtered"
+FILTER = '{"data.amount":{"$gte":100}}'
+
+
+async def _endpoint(store: EndpointStore, at: int, filter_text: str | None) -> EndpointRecord:
+    record = EndpointRecord(
+        new_id("ep", at), "http://127.0.0.1:9/x", "", [TYPE], False, at, at, filter=filter_text
+    )
+    await store.save(record, creating=True)
+    return record
+
+
+async def _accept(client: Redis, version: int | None, out: tuple[str, ...]) -> Accepted:
+    return await EventStore(client, Scripts(client)).accept(
+        event_id=new_id("msg", NOW), event_type=TYPE, body="{}", key_id="key_1", now_ms=NOW,
+        budget=3, grace_ms=1000, idempotency=None, wakeup=None, backlog_max=1_000_000,
+        filter_version=version, filtered_out=out,
+    )  # fmt: skip
+
+
+async def test_a_filter_change_bumps_the_version_and_reads_back(client: Redis) -> None:
+    store = EndpointStore(client, Scripts(client))
+    plain = await _endpoint(store, NOW - 3, None)
+    assert await store.filters(DEFAULT_APP_ID) == AppFilters(0, ())
+    picky = await _endpoint(store, NOW - 2, FILTER)
+    assert await store.filters(DEFAULT_APP_ID) == AppFilters(1, ((picky.id, FILTER),))
+    plain.description = "no filter change"
+    picky.description = "nor here"
+    await store.save(plain, creating=False)
+    await store.save(picky, creating=False)
+    assert (await store.filters(DEFAULT_APP_ID)).version == 1
+    picky.filter = None
+    await store.save(picky, creating=False)
+    assert await store.filters(DEFAULT_APP_ID) == AppFilters(2, ())
+    assert (await store.get(picky.id)) == picky
+
+
+async def test_ingest_leaves_out_what_it_is_told_or_refuses_a_stale_version(
+    client: Redis,
+) -> None:
+    store = EndpointStore(client, Scripts(client))
+    plain = await _endpoint(store, NOW - 2, None)
+    picky = await _endpoint(store, NOW - 1, FILTER)
+
+    stale = await _accept(client, 0, ())
+    assert stale.outcome is IngestOutcome.STALE
+    assert await client.hget(keys.metrics(0), "events_accepted") is None
+
+    kept = await _accept(client, 1, (picky.id,))
+    assert (kept.outcome, kept.fanout) == (IngestOutcome.CREATED, 1)
+    # Each endpoint's backlog counts its pending deliveries: the one made is plain's.
+    assert [await client.get(keys.backlog(e.id)) for e in (plain, picky)] == ["1", None]
+    both = await _accept(client, 1, ())
+    assert both.fanout == 2
+    # An example (no version given) is not checked.
+    assert (await _accept(client, None, ())).outcome is IngestOutcome.CREATED
