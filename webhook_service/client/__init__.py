@@ -1,5 +1,6 @@
 """The producer client for internal services: ``send(app, type, data)`` → the stored event's
-id, ``app`` being the application's id or uid (``"default"`` for a single-tenant service).
+id, ``app`` being the application's id or uid (``"default"`` for a single-tenant service);
+and ``portal_link(app, ...)``, a link to that application's subscriber portal.
 
 Each send carries an idempotency key (yours, or one made for it) on every one of its own
 tries, so a retry after a lost answer never stores the event twice.
@@ -18,6 +19,7 @@ from webhook_service.client.errors import (
     TransportError,
     WebhookError,
 )
+from webhook_service.client.portal_links import PortalLink
 from webhook_service.client.sync import WebhookClient
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "ClientError",
     "IdempotencyKeyReused",
     "InvalidEvent",
+    "PortalLink",
     "ProblemDetails",
     "ServerError",
     "TransportError",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -19,6 +19,8 @@ from webhook_service.client.attempts import (
     PreparedRequest,
     Step,
 )
+from webhook_service.client.errors import TransportError
+from webhook_service.client.portal_links import PortalLink, portal_link_of, portal_link_request
 
 
 class AsyncWebhookClient(ClientBase):
@@ -61,6 +63,25 @@ class AsyncWebhookClient(ClientBase):
         while not isinstance(step := await self._try(attempts), Accepted):
             await self._sleep(step.seconds)
         return step.event_id
+
+    async def portal_link(
+        self,
+        app: str,
+        *,
+        expires_in: int | None = None,
+        capabilities: Iterable[str] | None = None,
+        read_only: bool = False,
+    ) -> PortalLink:
+        """A link to ``app``'s subscriber portal (the key needs applications:write, or to be
+        bound to ``app``). Asked once: see client/portal_links.py."""
+        request = portal_link_request(
+            self._base_url, self._api_key, app, expires_in, capabilities, read_only
+        )
+        try:
+            status, _, body = await self._post(request)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise TransportError(f"could not reach {request.url}: {exc!r}") from exc
+        return portal_link_of(status, body)
 
     async def _try(self, attempts: Attempts) -> Step:
         try:

@@ -103,11 +103,25 @@ def path_segment(value: str) -> str:
     return quoted.replace(".", "%2E") if set(value) == {"."} else quoted
 
 
-def events_url(base_url: str, app: str) -> str:
-    """Where an event for the application ``app`` (its id ``app_…`` or its uid) is posted."""
+def json_headers(api_key: str) -> dict[str, str]:
+    """What every request of the client carries: the key, and JSON both ways."""
+    return {
+        "Authorization": f"Bearer {api_key}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, application/problem+json",
+    }
+
+
+def application_url(base_url: str, app: str, route: str) -> str:
+    """``route`` of the application ``app`` (its id ``app_…`` or its uid)."""
     if not app:
         raise ValueError("the application is its id or uid; the default one's uid is 'default'")
-    return f"{service_url(base_url)}/v1/applications/{path_segment(app)}/events"
+    return f"{service_url(base_url)}/v1/applications/{path_segment(app)}/{route}"
+
+
+def events_url(base_url: str, app: str) -> str:
+    """Where an event for the application ``app`` (its id ``app_…`` or its uid) is posted."""
+    return application_url(base_url, app, "events")
 
 
 def event_body(
@@ -147,14 +161,7 @@ class Attempts:
     ) -> None:
         self.idempotency_key = idempotency_key or str(uuid.uuid4())
         self.request = PreparedRequest(
-            url,
-            body,
-            {
-                "Authorization": f"Bearer {api_key}",
-                "Content-Type": "application/json",
-                "Accept": "application/json, application/problem+json",
-                "Idempotency-Key": self.idempotency_key,
-            },
+            url, body, {**json_headers(api_key), "Idempotency-Key": self.idempotency_key}
         )
         self._backoff = backoff
         self._clock = clock

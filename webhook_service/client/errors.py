@@ -71,7 +71,8 @@ class ClientError(APIError):
 
 
 class AuthenticationError(ClientError):
-    """401 or 403: the API key is missing, wrong or not allowed to send events."""
+    """401 or 403: the API key is missing, wrong or not allowed to do this (send events,
+    make portal links)."""
 
 
 class InvalidEvent(ClientError):
@@ -89,13 +90,15 @@ class ServerError(APIError):
     """A 5xx that is not worth retrying, or a retryable answer that outlasted every try."""
 
 
-def error_for(problem: ProblemDetails) -> APIError:
+def error_for(problem: ProblemDetails, refused: type[ClientError] = InvalidEvent) -> APIError:
+    """The typed error of a 4xx or 5xx; ``refused``: the class of a request refused as it
+    is (a send's is ``InvalidEvent``)."""
     if problem.kind == "idempotency-key-reused":
         return IdempotencyKeyReused(problem)
     if problem.status in (401, 403):
         return AuthenticationError(problem)
     if problem.status in (400, 404, 413, 415, 422):
-        return InvalidEvent(problem)
+        return refused(problem)
     if problem.status >= 500:
         return ServerError(problem)
     return ClientError(problem)

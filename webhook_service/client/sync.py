@@ -6,7 +6,7 @@ import http.client
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from webhook_service.client.attempts import (
@@ -18,6 +18,8 @@ from webhook_service.client.attempts import (
     PreparedRequest,
     Step,
 )
+from webhook_service.client.errors import TransportError
+from webhook_service.client.portal_links import PortalLink, portal_link_of, portal_link_request
 
 
 class WebhookClient(ClientBase):
@@ -58,6 +60,25 @@ class WebhookClient(ClientBase):
             self._sleep(step.seconds)
         return step.event_id
 
+    def portal_link(
+        self,
+        app: str,
+        *,
+        expires_in: int | None = None,
+        capabilities: Iterable[str] | None = None,
+        read_only: bool = False,
+    ) -> PortalLink:
+        """A link to ``app``'s subscriber portal (the key needs applications:write, or to be
+        bound to ``app``). Asked once: see client/portal_links.py."""
+        request = portal_link_request(
+            self._base_url, self._api_key, app, expires_in, capabilities, read_only
+        )
+        try:
+            status, _, body = self._post(request)
+        except (OSError, http.client.HTTPException) as exc:
+            raise TransportError(f"could not reach {request.url}: {exc!r}") from exc
+        return portal_link_of(status, body)
+
     def _try(self, attempts: Attempts) -> Step:
         try:
             status, headers, body = self._post(attempts.request)
@@ -66,7 +87,7 @@ class WebhookClient(ClientBase):
         return attempts.answered(status, headers, body)
 
     def _post(self, request: PreparedRequest) -> tuple[int, Headers, bytes]:
-        sent = urllib.request.Request(  # noqa: S310 - events_url admits http(s) only
+        sent = urllib.request.Request(  # noqa: S310 - service_url admits http(s) only
             request.url, data=request.body, headers=dict(request.headers), method="POST"
         )
         try:
