@@ -206,7 +206,8 @@ class Settings(BaseSettings):
 
     @property
     def lease_seconds(self) -> float:
-        # Long enough for the slowest request plus the bookkeeping around it.
+        # Long enough for the slowest request plus the bookkeeping around it. An endpoint's
+        # own timeout_seconds adds to its deliveries' leases (common.lua lease_one).
         return self.request_timeout + self.connect_timeout + self.lease_margin
 
     @property

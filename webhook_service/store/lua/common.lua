@@ -372,7 +372,11 @@ end
 local function lease_one(id, now, token, lease_ms, max_in_flight, app_max, since)
   local key = K.delivery .. id
   local d = redis.call('HMGET', key, 'status', 'attempts', 'next_at', 'lease_until', 'event',
-    'endpoint')
+    'endpoint', 'updated')
+  -- A wake-up a little ahead of the retry's time (another process's clock) still sends it:
+  -- up to a tenth of the delay record.lua set (next_at - updated), at most a second. A
+  -- fixed second would let a repeated wake-up send a retry scheduled 1 s on at once.
+  local ahead = math.min(1000, (tonumber(d[3] or '0') - tonumber(d[7] or '0')) / 10)
   if not d[1] then
     redis.call('ZREM', K.due, id)
     return {id, 'gone'}
@@ -381,7 +385,7 @@ local function lease_one(id, now, token, lease_ms, max_in_flight, app_max, since
     return {id, 'done'}
   elseif tonumber(d[4] or '0') > now then
     return {id, 'leased'}
-  elseif tonumber(d[3]) > now + 1000 then
+  elseif tonumber(d[3]) > now + ahead then
     -- A stale wake-up for a retry that is not due yet: the due entry will wake it.
     return {id, 'early'}
   else
