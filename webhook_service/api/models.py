@@ -13,6 +13,7 @@ from webhook_service.api.scopes import Scope
 from webhook_service.controls import CONTROLS
 from webhook_service.delivery.policy import (
     MAX_ATTEMPTS,
+    MAX_SCHEDULE_SECONDS,
     MAX_TIMEOUT_SECONDS,
     MIN_TIMEOUT_SECONDS,
     check_schedule,
@@ -90,7 +91,7 @@ Headers = Annotated[
 ]
 RateLimit = Annotated[float, Field(gt=0, le=10_000)]
 # An endpoint's own retry policy (delivery/policy.py), in place of the global settings.
-RetryDelay = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+RetryDelay = Annotated[float, Field(ge=0, le=MAX_SCHEDULE_SECONDS, allow_inf_nan=False)]
 RetrySchedule = Annotated[
     list[RetryDelay], Field(min_length=1, max_length=MAX_ATTEMPTS), AfterValidator(check_schedule)
 ]

@@ -7,7 +7,6 @@ request (common.lua lease_one adds the endpoint's timeout to the lease)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 # At most this many attempts, spread over at most a week (the delays' sum, before jitter).
@@ -25,7 +24,7 @@ def check_schedule(schedule: Sequence[float]) -> Sequence[float]:
     if schedule and schedule[0] != 0:
         # The first attempt goes out as soon as the event is stored, as the global one's.
         raise ValueError("the first entry is the first attempt and must be 0")
-    total = math.fsum(schedule)
+    total = sum(schedule)  # a float sum: math.fsum raises past the largest float
     if total > MAX_SCHEDULE_SECONDS:
         raise ValueError(
             f"the delays add up to {total:g} s, over {MAX_SCHEDULE_SECONDS} s (7 days)"

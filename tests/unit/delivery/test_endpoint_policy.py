@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from aioresponses import aioresponses
 from pydantic import ValidationError
 
 from signer import generate_secret
+from tests.unit.admin.test_admin_applications import ENDPOINT, answer, requests, run
 from tests.unit.delivery.test_delivery_engine import (
     DELIVERY_ID,
     FakeStore,
@@ -33,11 +36,11 @@ def box() -> SecretBox:
 
 
 def refusal(body: dict[str, Any], model: type[EndpointIn | EndpointPatch] = EndpointIn) -> str:
-    """The one field a body is refused for (its first location part)."""
+    """The one field a body is refused for (each error's first location part)."""
     with pytest.raises(ValidationError) as caught:
         model.model_validate({"url": URL, **body})
-    [error] = caught.value.errors()
-    return str(error["loc"][0])
+    [field] = {str(error["loc"][0]) for error in caught.value.errors()}
+    return field
 
 
 # -- validation --------------------------------------------------------------------------------
@@ -55,7 +58,11 @@ def test_a_schedule_of_seven_days_is_taken_and_a_second_more_refused() -> None:
     assert refusal({"retry_schedule": [*week, 1]}) == "retry_schedule"
 
 
-@pytest.mark.parametrize("schedule", [[], [1, 1], [0, -1], [0, "1"], "0,1,1", [0, True]], ids=repr)
+@pytest.mark.parametrize(
+    "schedule",
+    [[], [1, 1], [0, -1], [0, "1"], "0,1,1", [0, True], [0, 1e308, 1e308], [0, 604_801]],
+    ids=repr,
+)
 def test_a_malformed_schedule_is_refused(schedule: Any) -> None:
     assert refusal({"retry_schedule": schedule}) == "retry_schedule"
 
@@ -137,3 +144,47 @@ async def test_without_a_policy_the_global_one_decides(box: SecretBox) -> None:
     assert receiver.requests[0].timeout is None  # the transport's own
     [record] = store.records
     assert (record["delay_ms"], record["budget"]) == (20_000, 0)  # 0: the delivery's own
+
+
+# -- the command line --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def http() -> Iterator[aioresponses]:
+    with aioresponses() as mocked:
+        yield mocked
+
+
+def test_the_cli_sends_the_policy_and_shows_it(
+    http: aioresponses, capsys: pytest.CaptureFixture[str]
+) -> None:
+    answer(http, "POST", {**ENDPOINT, "retry_schedule": [0, 1, 1], "timeout_seconds": 5}, 201)
+    args = ("https://example.com/h", "--retry-schedule", "0,1,1", "--timeout", "5")
+    assert run("endpoints", "create", *args) == 0
+    shown = capsys.readouterr().out
+    assert "0, 1, 1 s (3 attempts)" in shown and "5 s" in shown
+    [(_, path, body)] = requests(http)
+    assert path == "/v1/endpoints"
+    assert (body["retry_schedule"], body["timeout_seconds"]) == ([0, 1, 1], 5)
+
+
+def test_the_cli_update_sends_only_what_is_given_and_clears_with_no(
+    http: aioresponses, capsys: pytest.CaptureFixture[str]
+) -> None:
+    answer(http, "PATCH", ENDPOINT)
+    assert run("endpoints", "update", "ep_1", "--retry-schedule", "0,60") == 0
+    assert run("endpoints", "update", "ep_1", "--no-retry-schedule", "--no-timeout") == 0
+    assert "global setting" in capsys.readouterr().out
+    [(method, path, first), (_, _, second)] = requests(http)
+    assert (method, path) == ("PATCH", "/v1/endpoints/ep_1")
+    assert first == {"retry_schedule": [0, 60]}
+    assert second == {"retry_schedule": None, "timeout_seconds": None}
+
+
+def test_the_cli_refuses_an_update_of_nothing_and_a_schedule_that_is_no_list(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert run("endpoints", "update", "ep_1") == 2
+    assert "--retry-schedule" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run("endpoints", "create", "https://example.com/h", "--retry-schedule", "0,soon")
