@@ -135,3 +135,14 @@ async def test_only_passing_events_reach_a_filtered_endpoint(
     got = {r.webhook_id for r in receiver.for_endpoint("picky")}
     assert got == {large, now_small}
     assert all(r.verified for r in receiver.for_endpoint("picky"))
+
+    # A replay fans out by the filter as it is now: `large` passes it no longer.
+    status, replayed, _ = await api.call("POST", f"/v1/events/{large}/replay")
+    assert status == 202, replayed
+    assert {d["endpoint_id"] for d in replayed["deliveries"]} == {plain["id"]}
+    status, problem, _ = await api.call(
+        "POST", f"/v1/events/{large}/replay", json={"endpoint_id": picky["id"]}
+    )
+    assert (status, problem["type"].rsplit("/", 1)[1]) == (422, "not-subscribed"), problem
+    status, replayed, _ = await api.call("POST", f"/v1/events/{small}/replay")
+    assert {d["endpoint_id"] for d in replayed["deliveries"]} == {plain["id"], picky["id"]}

@@ -24,13 +24,13 @@ import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from aiohttp import web
 
 from webhook_service.api.problems import ProblemError
 from webhook_service.filters import Filter, FilterEvent, FilterInvalid
 from webhook_service.store.endpoints import EndpointStore
-from webhook_service.store.events import Accepted, IngestOutcome
 
 log = logging.getLogger(__name__)
 
@@ -88,24 +88,37 @@ def setup(app: web.Application, store: EndpointStore) -> None:
     app[FILTERS] = FilterCache(store)
 
 
-# The ingest step given the filter version it is evaluated with and the endpoints left out.
-Attempt = Callable[[int, tuple[str, ...]], Awaitable[Accepted]]
+# What ingest.lua and replay.lua answer when the version they are given is not the
+# application's (IngestOutcome.STALE, ReplayOutcome.STALE).
+STALE = "stale"
 
 
-async def accept_filtered(
-    request: web.Request, application: str, event: FilterEvent, attempt: Attempt
-) -> Accepted:
-    """``attempt`` with the application's filters applied to ``event``; once more with them
-    read again when the script finds them stale, then a 503."""
+class _Answer(Protocol):
+    @property
+    def outcome(self) -> str: ...
+
+
+Answer = TypeVar("Answer", bound=_Answer)
+
+
+async def fan_out_filtered(
+    request: web.Request,
+    application: str,
+    event: FilterEvent,
+    attempt: Callable[[int, tuple[str, ...]], Awaitable[Answer]],
+) -> Answer:
+    """The fan-out step ``attempt`` (ingest or replay), given the filter version it is
+    evaluated with and the filtered endpoints the event does not pass; once more with the
+    filters read again when the script finds them stale, then a 503."""
     cache = request.app[FILTERS]
     for reload in (False, True):
         loaded = await cache.of(application, reload=reload)
-        accepted = await attempt(loaded.version, loaded.refused(event))
-        if accepted.outcome is not IngestOutcome.STALE:
-            return accepted
+        answer = await attempt(loaded.version, loaded.refused(event))
+        if answer.outcome != STALE:
+            return answer
     raise ProblemError(
         503,
-        "The application's endpoint filters changed twice while the event was accepted; "
+        "The application's endpoint filters changed twice while the event was fanned out; "
         "nothing was stored. Retry.",
         kind="filters-changing",
         headers={"Retry-After": "1"},

@@ -13,12 +13,14 @@ from webhook_service.api.auth import CALLER
 from webhook_service.api.body import read_model
 from webhook_service.api.context import services
 from webhook_service.api.deliveries import listed_application, query_times
+from webhook_service.api.endpoint_filters import fan_out_filtered
 from webhook_service.api.models import ReplayIn, delivery_json, event_summary_json
 from webhook_service.api.pagination import page_params
 from webhook_service.api.problems import ProblemError
 from webhook_service.api.routing import tenant_route
 from webhook_service.api.scopes import Scope
 from webhook_service.api.tenancy import ensure_live, ensure_visible, visible_application
+from webhook_service.filters import FilterEvent
 from webhook_service.history.filters import EventFilter
 from webhook_service.store.events import EventRecord, ExpungeOutcome, Replayed, ReplayOutcome
 from webhook_service.timeutil import iso, now_ms
@@ -99,9 +101,9 @@ def _refusal(outcome: ReplayOutcome) -> ProblemError:
     if outcome is ReplayOutcome.NOT_SUBSCRIBED:
         return ProblemError(
             422,
-            "This endpoint does not subscribe to this event's type.",
+            "This endpoint does not take this event: its type, channels or filter.",
             kind="not-subscribed",
-            errors=[{"pointer": "/endpoint_id", "detail": "not subscribed to the event's type"}],
+            errors=[{"pointer": "/endpoint_id", "detail": "does not take the event"}],
         )
     return ProblemError(
         422,
@@ -113,12 +115,13 @@ def _refusal(outcome: ReplayOutcome) -> ProblemError:
 @tenant_route(routes, "POST", "/v1/events/{event_id}/replay")
 async def replay(request: web.Request) -> web.Response:
     svc = services(request)
-    event_id = (await load_event(request, acting=True)).id
+    record = await load_event(request, acting=True)
+    event_id = record.id
     body = ReplayIn()
     if request.can_read_body:
         body = await read_model(request, ReplayIn, svc.settings.max_payload_bytes)
 
-    async def replay_now() -> Replayed:
+    async def attempt(version: int | None, out: tuple[str, ...]) -> Replayed:
         return await svc.events.replay(
             event_id,
             body.endpoint_id,
@@ -126,7 +129,18 @@ async def replay(request: web.Request) -> web.Response:
             svc.settings.max_attempts,
             int(svc.settings.wakeup_grace * 1000),
             sender=_sender(request),
+            filter_version=version,
+            filtered_out=out,
         )
+
+    async def replay_now() -> Replayed:
+        # By the filters as they are now; ours (operational events) have none, and an
+        # expunged payload is refused by the script whatever they say.
+        if record.application is None or record.body is None:
+            return await attempt(None, ())
+        data = orjson.loads(record.body).get("data")
+        filtered = FilterEvent(record.type, data, record.channels)
+        return await fan_out_filtered(request, record.application, filtered, attempt)
 
     replayed = await replay_now()
     if replayed.outcome is ReplayOutcome.MISSING and await svc.reviver.restore_event(

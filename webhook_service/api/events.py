@@ -13,7 +13,7 @@ from aiohttp import web
 from webhook_service.api.auth import CALLER, CALLER_KEY_ID
 from webhook_service.api.body import read_json, read_model, validate
 from webhook_service.api.context import services
-from webhook_service.api.endpoint_filters import accept_filtered
+from webhook_service.api.endpoint_filters import fan_out_filtered
 from webhook_service.api.endpoints import ENDPOINT_NOT_FOUND, load_endpoint
 from webhook_service.api.event_types import CATALOG
 from webhook_service.api.idempotency import (
@@ -209,7 +209,7 @@ async def _accept(
         accepted = await accept()  # an example reaches its endpoint, whatever its filter
     else:
         filtered = FilterEvent(event_type, data, channels)
-        accepted = await accept_filtered(
+        accepted = await fan_out_filtered(
             request,
             app_id,
             filtered,

@@ -167,8 +167,11 @@ class ReplayOutcome(StrEnum):
     MISSING = "missing"  # no such event, or one sent with another key than the sender's
     NO_PAYLOAD = "no_payload"  # its payload was expunged
     NO_ENDPOINT = "no_endpoint"  # the endpoint named does not exist in the event's application
-    NOT_SUBSCRIBED = "not_subscribed"  # it does not take the event's type, or its channels
+    # It does not take the event's type, or its channels, or its filter passes it not.
+    NOT_SUBSCRIBED = "not_subscribed"
     ENDPOINT_DISABLED = "endpoint_disabled"
+    # ReplayArgs.filter_version is no longer the application's; nothing was written.
+    STALE = "stale"
 
 
 @dataclass(frozen=True)
@@ -184,6 +187,10 @@ class ReplayArgs:
     grace_ms: int
     endpoint_id: str | None  # None: every endpoint subscribed now
     sender: str | None  # the API key id the event must have been sent with; None: any
+    # As IngestArgs': the filters as they are at the replay (None: not evaluated, for our
+    # operational events), and the endpoints whose filter the event does not pass.
+    filter_version: int | None = None
+    filtered_out: tuple[str, ...] = ()
 
     def keys(self) -> list[str]:
         return [keys.event(self.event_id)]
@@ -192,6 +199,8 @@ class ReplayArgs:
         return [
             self.now_ms, self.event_id, self.part, self.budget, self.grace_ms,
             self.endpoint_id or "", self.sender or "",
+            "" if self.filter_version is None else self.filter_version,
+            orjson.dumps(self.filtered_out).decode() if self.filtered_out else "",
         ]  # fmt: skip
 
 
@@ -326,13 +335,20 @@ class EventStore:
         grace_ms: int,
         *,
         sender: str | None,
+        filter_version: int | None = None,
+        filtered_out: tuple[str, ...] = (),
     ) -> Replayed:
         """New deliveries of a stored event: to every endpoint of its application that
-        takes it now (its type and channels), or to one that does. ``sender``: only an
-        event sent with this API key id counts (None: any)."""
+        takes it now (its type, channels and filter: ``filtered_out`` evaluated at
+        ``filter_version``, STALE when that is no longer the application's), or to one
+        that does. ``sender``: only an event sent with this API key id counts (None:
+        any)."""
         # Of the event's mark: the new deliveries are kept in its bucket.
         part = new_id("dlv", now_ms, mark=mark_of(event_id)).partition("_")[2]
-        args = ReplayArgs(now_ms, event_id, part, budget, grace_ms, endpoint_id, sender)
+        args = ReplayArgs(
+            now_ms, event_id, part, budget, grace_ms, endpoint_id, sender, filter_version,
+            filtered_out,
+        )  # fmt: skip
         return Replayed.parse(await self._scripts.run("replay", args.keys(), args.argv()))
 
     async def expunge_payload(self, event_id: str, now_ms: int, *, sender: str | None) -> Expunged:

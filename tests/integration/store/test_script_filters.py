@@ -12,7 +12,7 @@ from webhook_service.ids import new_id
 from webhook_service.store import keys
 from webhook_service.store.applications import DEFAULT_APP_ID
 from webhook_service.store.endpoints import AppFilters, EndpointRecord, EndpointStore
-from webhook_service.store.events import Accepted, EventStore, IngestOutcome
+from webhook_service.store.events import Accepted, EventStore, IngestOutcome, ReplayOutcome
 from webhook_service.store.scripts import Scripts
 
 pytestmark = pytest.mark.integration
@@ -72,5 +72,15 @@ async def test_ingest_leaves_out_what_it_is_told_or_refuses_a_stale_version(
     assert [await client.get(keys.backlog(e.id)) for e in (plain, picky)] == ["1", None]
     both = await _accept(client, 1, ())
     assert both.fanout == 2
+    events = EventStore(client, Scripts(client))
+    replayed = await events.replay(
+        both.event_id, None, NOW + 1, 3, 1000, sender=None, filter_version=0
+    )
+    assert replayed.outcome is ReplayOutcome.STALE
+    replayed = await events.replay(
+        both.event_id, None, NOW + 1, 3, 1000, sender=None, filter_version=1,
+        filtered_out=(picky.id,),
+    )  # fmt: skip
+    assert (replayed.outcome, len(replayed.delivery_ids)) == (ReplayOutcome.OK, 1)
     # An example (no version given) is not checked.
     assert (await _accept(client, None, ())).outcome is IngestOutcome.CREATED

@@ -64,8 +64,10 @@ async def _reached(client: Redis, replayed: Replayed) -> set[str]:
 
 def test_the_args_are_in_the_scripts_order() -> None:
     args = ReplayArgs(NOW, "msg_1", "P" * 26, 3, GRACE_MS, None, "key_1")
-    assert args.argv() == [NOW, "msg_1", "P" * 26, 3, GRACE_MS, "", "key_1"]
-    assert ReplayArgs(NOW, "msg_1", "P", 3, 0, "ep_1", None).argv()[5:] == ["ep_1", ""]
+    assert args.argv() == [NOW, "msg_1", "P" * 26, 3, GRACE_MS, "", "key_1", "", ""]
+    assert ReplayArgs(NOW, "msg_1", "P", 3, 0, "ep_1", None).argv()[5:7] == ["ep_1", ""]
+    filtered = ReplayArgs(NOW, "msg_1", "P", 3, 0, None, None, 4, ("ep_1", "ep_2"))
+    assert filtered.argv()[7:] == [4, '["ep_1","ep_2"]']
 
 
 async def _hash(client: Redis, key: str) -> dict[str, str]:

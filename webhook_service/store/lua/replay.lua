@@ -5,7 +5,7 @@
 -- the event's) and list as new; the originals and their attempt logs stay as they were.
 -- KEYS[1]: K.event .. <msg>, the event's key (store/events.py ReplayArgs.keys), whose
 --   bucket (its application's; the default application's for ours) every other key is of:
---   K.endpoint .. <ep>, K.sub_ops,
+--   K.endpoint .. <ep>, K.sub_ops, K.app .. <app>,
 --   K.sub_type .. <app> .. K.sub_type_infix .. <type>, K.sub_all .. <app>,
 --   K.delivery .. <dlv>, K.backlog .. <ep>, K.due, K.metrics, K.outbox
 -- ARGV (store/events.py ReplayArgs.argv gives them in this order):
@@ -18,8 +18,13 @@ local grace_ms = tonumber(ARGV[5])    -- ms until a delivery's due entry wakes i
 local only = ARGV[6]                  -- the one endpoint ('' = every one subscribed now)
 local sender = ARGV[7]                -- the API key id the event must have been sent with
                                       -- ('' = any, for an admin)
+local filter_v = ARGV[8]              -- the application's filter version the API evaluated
+                                      -- its endpoints' filters with ('' = none: ours)
+local filtered_out = ARGV[9]          -- the filtered endpoints the event does not pass now,
+                                      -- a JSON list ('' = none)
 -- Returns {'ok', ids, pending ids}, or {why}: 'missing', 'no_payload', 'no_endpoint',
--- 'not_subscribed', 'endpoint_disabled' (store/events.py ReplayOutcome).
+-- 'not_subscribed' (its filter too), 'endpoint_disabled', 'stale' (`filter_v` is no longer
+-- the application's, as in ingest.lua) (store/events.py ReplayOutcome).
 local due_at = now + grace_ms
 local ekey = K.event .. event_id
 
@@ -28,6 +33,13 @@ local ev = redis.call('HMGET', ekey, 'type', 'body', 'dlvs', 'key', 'app', 'ch')
 if not ev[1] or (sender ~= '' and ev[4] ~= sender) then return {'missing'} end
 if not ev[2] then return {'no_payload'} end
 local etype, app = ev[1], ev[5]
+if filter_v ~= '' and (redis.call('HGET', K.app .. app, 'filter_v') or '0') ~= filter_v then
+  return {'stale'}
+end
+local out = {}
+if filtered_out ~= '' then
+  for _, ep in ipairs(cjson.decode(filtered_out)) do out[ep] = true end
+end
 -- Ours (operational) go to the operations endpoints by their flag, whatever their
 -- channels; any other to its application's endpoints that take its type and channels.
 local wanted = nil
@@ -41,6 +53,7 @@ local function subscribed(ep, ep_channels)
   if OPS_TYPES[etype] then return redis.call('SISMEMBER', K.sub_ops, ep) == 1 end
   return (redis.call('SISMEMBER', K.sub_type .. app .. K.sub_type_infix .. etype, ep) == 1
     or redis.call('SISMEMBER', K.sub_all .. app, ep) == 1) and takes(wanted, ep_channels)
+    and not out[ep]
 end
 
 local endpoints
@@ -58,7 +71,10 @@ else
 end
 local ids, pending, reached, statuses = {}, {}, {}, {}
 for _, ep in ipairs(endpoints) do
-  local id, status = create_delivery(now, part, event_id, ep, etype, budget, due_at, wanted)
+  local id, status = nil, nil
+  if not out[ep] then
+    id, status = create_delivery(now, part, event_id, ep, etype, budget, due_at, wanted)
+  end
   if id then
     ids[#ids + 1] = id
     reached[#reached + 1] = ep
