@@ -159,3 +159,26 @@ async def test_the_lease_covers_an_endpoint_timeout_past_the_global_lease(
     # The global lease (24 s) would run out mid-request and let another worker send it
     # again; this one outlasts the endpoint's 60 s.
     assert lease_until - now_ms() > 60_000
+
+
+async def test_the_policy_is_checked_named_and_cleared_on_both_routes(
+    api: Api, receiver: Receiver
+) -> None:
+    status, refused, _ = await api.call(
+        "POST", "/v1/endpoints", json={"url": receiver.url("x"), "retry_schedule": [0] * 21}
+    )
+    assert status == 422, refused
+    assert [e["pointer"] for e in refused["errors"]] == ["/retry_schedule"]
+    endpoint = await _endpoint(
+        api, receiver, "kept", "policy.api", retry_schedule=[0, 5], timeout_seconds=2.5
+    )
+    nested = f"/v1/applications/{endpoint['application']}/endpoints/{endpoint['id']}"
+    status, refused, _ = await api.call("PATCH", nested, json={"timeout_seconds": 61})
+    assert status == 422, refused
+    assert [e["pointer"] for e in refused["errors"]] == ["/timeout_seconds"]
+    # A PATCH of one field keeps the other; null gives back the global setting.
+    status, patched, _ = await api.call("PATCH", nested, json={"retry_schedule": None})
+    assert status == 200, patched
+    assert (patched["retry_schedule"], patched["timeout_seconds"]) == (None, 2.5)
+    _, read, _ = await api.call("GET", f"/v1/endpoints/{endpoint['id']}")
+    assert (read["retry_schedule"], read["timeout_seconds"]) == (None, 2.5)
