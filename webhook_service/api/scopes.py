@@ -99,6 +99,12 @@ ROUTE_SCOPES: dict[tuple[str, str], Scope | None] = {
     ("GET", "/dashboard/deliveries/{delivery_id}"): PUBLIC,
     ("POST", "/dashboard/deliveries/{delivery_id}/retry"): PUBLIC,
     ("GET", "/dashboard/jobs/{job_id}"): PUBLIC,
+    # Portal links (dashboard/application_pages.py), and the catalog, one page for every
+    # application (dashboard/event_type_pages.py).
+    ("GET", "/dashboard/portal-links"): PUBLIC,
+    ("POST", "/dashboard/portal-links"): PUBLIC,
+    ("POST", "/dashboard/portal-links/revoke"): PUBLIC,
+    ("GET", "/dashboard/event-types"): PUBLIC,
     # Its applications, and each page above within one (dashboard/places.py): the same
     # handler, calling /v1/applications/{app}/... with the person's key, which finds another
     # application missing (404) when bound to one.
@@ -114,6 +120,9 @@ ROUTE_SCOPES: dict[tuple[str, str], Scope | None] = {
     ("GET", "/dashboard/applications/{app}/deliveries/{delivery_id}"): PUBLIC,
     ("POST", "/dashboard/applications/{app}/deliveries/{delivery_id}/retry"): PUBLIC,
     ("GET", "/dashboard/applications/{app}/jobs/{job_id}"): PUBLIC,
+    ("GET", "/dashboard/applications/{app}/portal-links"): PUBLIC,
+    ("POST", "/dashboard/applications/{app}/portal-links"): PUBLIC,
+    ("POST", "/dashboard/applications/{app}/portal-links/revoke"): PUBLIC,
     ("GET", "/dashboard/static/dashboard.css"): PUBLIC,
     ("GET", "/dashboard/static/dashboard.js"): PUBLIC,
     # The subscriber portal's entry and sign-out (portal/enter.py): public to this check

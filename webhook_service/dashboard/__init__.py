@@ -10,7 +10,13 @@ from importlib.resources import files
 
 from aiohttp import web
 
-from webhook_service.dashboard import application_pages, delivery_pages, endpoint_pages, login
+from webhook_service.dashboard import (
+    application_pages,
+    delivery_pages,
+    endpoint_pages,
+    event_type_pages,
+    login,
+)
 from webhook_service.dashboard.access import Handler, http_session
 from webhook_service.dashboard.layout import apply_security_headers
 from webhook_service.dashboard.places import APPLICATIONS, NESTED_PREFIX, PREFIX
@@ -42,6 +48,11 @@ ROUTES: list[Route] = [
     ("POST", f"{PREFIX}/login", login.login),
     ("POST", f"{PREFIX}/logout", login.logout),
     ("GET", f"{PREFIX}/{APPLICATIONS}", application_pages.applications),
+    *_both("GET", "/portal-links", application_pages.portal_links),
+    *_both("POST", "/portal-links", application_pages.make_portal_link),
+    *_both("POST", "/portal-links/revoke", application_pages.revoke_portal_links),
+    # The catalog is global: one page, outside any application.
+    ("GET", f"{PREFIX}/event-types", event_type_pages.event_types),
     *_both("GET", "/endpoints/{endpoint_id}", endpoint_pages.endpoint_page),
     *_both("POST", "/endpoints/{endpoint_id}/enable", endpoint_pages.enable),
     *_both("POST", "/endpoints/{endpoint_id}/disable", endpoint_pages.disable),
