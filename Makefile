@@ -66,7 +66,8 @@ test: lint typecheck chromium postgresql
 # memory and a rewrite under load (bench/bench_log.py, ~11 min); then history pages at 10 k
 # and 1 M deliveries in the SQL log (bench/bench_history.py, ~2 min); applications at scale
 # (bench/bench_apps.py, ~3 min); schema validation at ingest (bench/bench_validation.py,
-# ~1 min). bench-full: the whole grid, many repeats (~25 min).
+# ~1 min); payload filters at ingest (bench/bench_filters.py, ~1 min). bench-full: the whole
+# grid, many repeats (~25 min).
 bench: $(STAMP) postgresql
 	$(BIN)/python bench/bench_signer.py
 	$(BIN)/python -m bench.bench_refusals
@@ -75,6 +76,7 @@ bench: $(STAMP) postgresql
 	$(BIN)/python -m bench.bench_history
 	$(BIN)/python -m bench.bench_apps
 	$(BIN)/python -m bench.bench_validation
+	$(BIN)/python -m bench.bench_filters
 
 bench-full: $(STAMP)
 	$(BIN)/python bench/bench_signer.py --runs 9

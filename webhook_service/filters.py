@@ -41,8 +41,8 @@ one; a true ``$and`` and a false ``$or`` by themselves (every clause counted).""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -114,6 +114,12 @@ class Verdict:
     clause: str  # that clause in words
 
 
+# Each clause is compiled, when parsed, to a function of the event (``test``): ingest
+# evaluates every filtered endpoint of an application on every event, and closures over
+# the operand cost a fraction of walking the tree (bench/bench_filters.py).
+Test = Callable[[FilterEvent], bool]
+
+
 @dataclass(frozen=True)
 class Compare:
     pointer: str
@@ -121,27 +127,35 @@ class Compare:
     op: Op
     operand: Any
     pattern: Any = None  # $regex: the compiled RE2 pattern
+    test: Test = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "test", _compiled(self))
 
     def verdict(self, event: FilterEvent) -> Verdict:
-        value = _lookup(event, self.path)
-        return Verdict(self._holds(value), self.pointer, self.text())
+        return Verdict(self.test(event), self.pointer, self.text())
 
     def text(self) -> str:
         return f"{'.'.join(self.path)} {self.op} {orjson.dumps(self.operand).decode()}"
-
-    def _holds(self, value: Any) -> bool:
-        if self.op is Op.EXISTS:
-            return (value is not MISSING) is self.operand
-        positive = _NEGATED.get(self.op)
-        if positive is not None:
-            return not _positive(positive, self.operand, self.pattern, value)
-        return _positive(self.op, self.operand, self.pattern, value)
 
 
 @dataclass(frozen=True)
 class AllOf:
     pointer: str
     clauses: tuple[Clause, ...]
+    test: Test = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        tests = tuple(c.test for c in self.clauses)
+
+        def every(event: FilterEvent) -> bool:
+            # A loop, not all(): a generator per call cost a third more (bench_filters).
+            for test in tests:  # noqa: SIM110
+                if not test(event):
+                    return False
+            return True
+
+        object.__setattr__(self, "test", every)
 
     def verdict(self, event: FilterEvent) -> Verdict:
         for clause in self.clauses:
@@ -155,6 +169,18 @@ class AllOf:
 class AnyOf:
     pointer: str
     clauses: tuple[Clause, ...]
+    test: Test = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        tests = tuple(c.test for c in self.clauses)
+
+        def some(event: FilterEvent) -> bool:
+            for test in tests:  # noqa: SIM110  # as in AllOf
+                if test(event):
+                    return True
+            return False
+
+        object.__setattr__(self, "test", some)
 
     def verdict(self, event: FilterEvent) -> Verdict:
         for clause in self.clauses:
@@ -168,6 +194,11 @@ class AnyOf:
 class Not:
     pointer: str
     clause: Clause
+    test: Test = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        inner = self.clause.test
+        object.__setattr__(self, "test", lambda event: not inner(event))
 
     def verdict(self, event: FilterEvent) -> Verdict:
         inner = self.clause.verdict(event)
@@ -201,7 +232,7 @@ class Filter:
         return cls.parse(orjson.loads(text))
 
     def matches(self, event: FilterEvent) -> bool:
-        return self.root.verdict(event).matches
+        return self.root.test(event)
 
     def explain(self, event: FilterEvent) -> Verdict:
         return self.root.verdict(event)
@@ -310,62 +341,123 @@ def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
 
 
-def _lookup(event: FilterEvent, path: tuple[str, ...]) -> Any:
-    head, *rest = path
+# Values are as a JSON parser gives them, of exactly these types: a type test by ``is``
+# keeps True (a bool, which Python counts as an int) apart from 1.
+_NUMBERS = (int, float)
+
+
+def _getter(path: tuple[str, ...]) -> Callable[[FilterEvent], Any]:
+    """The value at ``path`` in an event, or MISSING."""
+    head, keys = path[0], path[1:]
     if head == "type":
-        return event.type
+        return lambda event: event.type
     if head == "channels":
-        return list(event.channels)
-    value = event.data
-    for key in rest:
-        if not isinstance(value, dict) or key not in value:
-            return MISSING
-        value = value[key]
+        return lambda event: list(event.channels)
+
+    def value(event: FilterEvent) -> Any:
+        here = event.data
+        for key in keys:
+            if type(here) is not dict:
+                return MISSING
+            here = here.get(key, MISSING)
+        return here
+
     return value
 
 
 def _equal(a: Any, b: Any) -> bool:
-    """JSON equality: a boolean equals only a boolean (Python has True == 1)."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a is b
-    if _is_number(a) or _is_number(b):
-        return _is_number(a) and _is_number(b) and a == b
-    if isinstance(a, list) and isinstance(b, list):
+    """JSON equality: a boolean equals only a boolean, a number only a number."""
+    if type(a) in _NUMBERS and type(b) in _NUMBERS:
+        return bool(a == b)
+    if type(a) is not type(b):
+        return False
+    if type(a) is list:
         return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
+    if type(a) is dict:
         return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
-    return type(a) is type(b) and bool(a == b)
+    return bool(a == b)
 
 
-def _ordered(op: Op, value: Any, operand: Any) -> bool:
-    if not (
-        (_is_number(value) and _is_number(operand))
-        or (isinstance(value, str) and isinstance(operand, str))
-    ):
-        return False
+def _equals(operand: Any) -> Callable[[Any], bool]:
+    kind = type(operand)
+    if kind in _NUMBERS:
+        return lambda v: type(v) in _NUMBERS and v == operand
+    if kind is str:
+        return lambda v: type(v) is str and v == operand
+    if kind is bool or operand is None:
+        return lambda v: v is operand
+    return lambda v: _equal(v, operand)
+
+
+def _member(operand: list[Any]) -> Callable[[Any], bool]:
+    """$in over scalars: a set per JSON type, so that 1 and true never meet."""
+    strings = frozenset(x for x in operand if type(x) is str)
+    numbers = frozenset(x for x in operand if type(x) in _NUMBERS)
+    flags = tuple(x for x in operand if type(x) is bool)
+    null = any(x is None for x in operand)
+
+    def found(v: Any) -> bool:
+        kind = type(v)
+        if kind is str:
+            return v in strings
+        if kind in _NUMBERS:
+            return v in numbers
+        if kind is bool:
+            return v in flags
+        return v is None and null
+
+    return found
+
+
+def _ordered(op: Op, operand: Any) -> Callable[[Any], bool]:
+    """$gt $gte $lt $lte: a number against numbers only, a string against strings."""
+    kinds = _NUMBERS if type(operand) in _NUMBERS else (str,)
     if op is Op.GT:
-        return bool(value > operand)
+        return lambda v: type(v) in kinds and v > operand
     if op is Op.GTE:
-        return bool(value >= operand)
+        return lambda v: type(v) in kinds and v >= operand
     if op is Op.LT:
-        return bool(value < operand)
-    return bool(value <= operand)
+        return lambda v: type(v) in kinds and v < operand
+    return lambda v: type(v) in kinds and v <= operand
 
 
-def _one(op: Op, operand: Any, pattern: Any, value: Any) -> bool:
+def _one(op: Op, operand: Any, pattern: Any) -> Callable[[Any], bool]:
+    """A positive operator on one value (no array rule, never MISSING)."""
     if op is Op.EQ:
-        return _equal(value, operand)
+        return _equals(operand)
     if op is Op.IN:
-        return any(_equal(value, x) for x in operand)
+        return _member(operand)
     if op is Op.REGEX:
-        return isinstance(value, str) and pattern.search(value) is not None
-    return _ordered(op, value, operand)
+        return lambda v: type(v) is str and pattern.search(v) is not None
+    return _ordered(op, operand)
 
 
-def _positive(op: Op, operand: Any, pattern: Any, value: Any) -> bool:
-    """A positive operator on a value: on an array, on it or any of its elements."""
-    if value is MISSING:
-        return False
-    if _one(op, operand, pattern, value):
-        return True
-    return isinstance(value, list) and any(_one(op, operand, pattern, e) for e in value)
+def _compiled(compare: Compare) -> Test:
+    get = _getter(compare.path)
+    if compare.op is Op.EXISTS:
+        wanted = compare.operand
+        return lambda event: (get(event) is not MISSING) is wanted
+    positive = _NEGATED.get(compare.op)
+    # A negation answers True where its positive answers False, a missing path too.
+    missing = positive is not None
+    one = _one(positive or compare.op, compare.operand, compare.pattern)
+    # One closure a clause, the lookup of a top-level key of data inlined: the calls are
+    # what a clause costs (bench/bench_filters.py).
+    key = compare.path[1] if compare.path[0] == "data" and len(compare.path) == 2 else None
+
+    def test(event: FilterEvent) -> bool:
+        if key is None:
+            v = get(event)
+        else:
+            v = event.data.get(key, MISSING) if type(event.data) is dict else MISSING
+        if v is MISSING:
+            return missing
+        if one(v):
+            return not missing
+        if type(v) is list:  # on an array: on it, or on any of its elements
+            for e in v:
+                if one(e):
+                    return not missing
+        return missing
+
+    return test
