@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aiohttp import web
 
 from webhook_service.admin import describe as d
@@ -10,8 +12,9 @@ from webhook_service.api.body import read_form
 from webhook_service.client.errors import APIError
 from webhook_service.dashboard import charts, layout
 from webhook_service.dashboard.access import explain, redirect, signed_in
+from webhook_service.dashboard.actions import dashboard_action
 from webhook_service.dashboard.endpoint_pages import facts_list
-from webhook_service.dashboard.markup import Markup, join, render, with_query
+from webhook_service.dashboard.markup import Markup, join, render
 from webhook_service.dashboard.places import Place
 from webhook_service.dashboard.session import Session
 
@@ -143,13 +146,19 @@ def _bulk_retry(place: Place, query: dict[str, str], session: Session) -> Markup
     )
 
 
-@signed_in
-async def history(
-    request: web.Request, session: Session, api: AdminApi, place: Place
-) -> web.StreamResponse:
-    query = {
-        k: v for k, v in request.query.items() if v and k in (*DELIVERY_FILTERS, "cursor", "limit")
-    }
+@dataclass(frozen=True)
+class Listing:
+    """One page of the deliveries a query matches: their table and the link to the next
+    page; a query the API refuses (422) lists nothing and ``note`` explains it."""
+
+    body: Markup
+    note: str = ""
+    error: bool = False
+
+
+async def listing(api: AdminApi, place: Place, query: dict[str, str], empty: str) -> Listing:
+    """The dashboard's history and the portal's messages: ``query`` (the API's filters and
+    cursor) on the place's deliveries, ``empty`` said when nothing matches."""
     note, error = "", False
     page: JSON = {"data": [], "next_cursor": None}
     try:
@@ -158,27 +167,28 @@ async def history(
         if exc.status != 422:
             raise
         note, error = explain(exc), True
-    table = layout.table(
-        delivery_headers(place),
-        delivery_rows(place, page["data"]),
-        "No delivery matches these filters.",
-    )
-    more = Markup("")
-    if page["next_cursor"]:
-        after = {**query, "cursor": str(page["next_cursor"])}
-        more = render(
-            '<p><a href="$href">Next page</a></p>',
-            href=with_query(place.path("deliveries"), after),
-        )
-    body = join([filter_form(place, query), _bulk_retry(place, query, session), table, more])
+    table = layout.table(delivery_headers(place), delivery_rows(place, page["data"]), empty)
+    more = layout.next_page(place.path("deliveries"), query, page["next_cursor"])
+    return Listing(join([table, more]), note, error)
+
+
+@signed_in
+async def history(
+    request: web.Request, session: Session, api: AdminApi, place: Place
+) -> web.StreamResponse:
+    query = {
+        k: v for k, v in request.query.items() if v and k in (*DELIVERY_FILTERS, "cursor", "limit")
+    }
+    found = await listing(api, place, query, "No delivery matches these filters.")
+    body = join([filter_form(place, query), _bulk_retry(place, query, session), found.body])
     return layout.page(
         "Deliveries",
         body,
         session,
         place=place,
         active="deliveries",
-        note=note or layout.notice(request),
-        error=error,
+        note=found.note or layout.notice(request),
+        error=found.error,
     )
 
 
@@ -308,10 +318,8 @@ def _log_behind(delivery: JSON) -> bool:
     return len(delivery.get("attempt_log") or []) < int(delivery["attempts"])
 
 
-@signed_in
-async def retry(
-    request: web.Request, session: Session, api: AdminApi, place: Place
-) -> web.StreamResponse:
+async def retry_delivery(request: web.Request, api: AdminApi, place: Place) -> web.StreamResponse:
+    """Send the delivery the path names again, then its page, saying so."""
     delivery_id = request.match_info["delivery_id"]
     try:
         await api.retry(delivery_id)
@@ -320,6 +328,9 @@ async def retry(
         if exc.status != 409:
             raise
     return redirect(place.path("deliveries", delivery_id) + "?done=retried")
+
+
+retry = dashboard_action(retry_delivery)
 
 
 @signed_in

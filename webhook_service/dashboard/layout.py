@@ -7,7 +7,7 @@ from typing import Protocol
 
 from aiohttp import web
 
-from webhook_service.dashboard.markup import Markup, join, path, render
+from webhook_service.dashboard.markup import Markup, join, path, render, with_query
 from webhook_service.dashboard.places import APPLICATIONS, FLAT, Crumb, Place
 from webhook_service.dashboard.session import CSRF_FIELD, Session
 
@@ -49,12 +49,14 @@ _PAGE = """<!doctype html>
 
 
 def _nav(place: Place, active: str) -> Markup:
-    """The same three places everywhere; within an application, its endpoints and its
-    deliveries."""
+    """The same places everywhere; within an application, its endpoints, its deliveries
+    and its portal links. The catalog is every application's."""
     items = (
         ("applications", "Applications", path(APPLICATIONS)),
         ("endpoints", "Endpoints", place.home),
         ("deliveries", "Deliveries", place.path("deliveries")),
+        ("portal-links", "Portal links", place.path("portal-links")),
+        ("event-types", "Event types", path("event-types")),
     )
     return join(
         render(
@@ -142,6 +144,26 @@ def notice(request: web.Request) -> str:
     return NOTICES.get(request.query.get("done", ""), "")
 
 
+def notice_line(note: str, error: bool) -> Markup:
+    """``note`` as the one-line message above a page's title (none without one)."""
+    if not note:
+        return Markup("")
+    return render(
+        '<p class="notice $kind" role="status">$text</p>', text=note, kind="error" if error else ""
+    )
+
+
+def next_page(url: str, query: dict[str, str], cursor: object) -> Markup:
+    """The link to a list's next page: ``url`` with ``query`` and the API's ``cursor``;
+    none on the last page."""
+    if not cursor:
+        return Markup("")
+    return render(
+        '<p><a href="$href">Next page</a></p>',
+        href=with_query(url, {**query, "cursor": str(cursor)}),
+    )
+
+
 def page(
     title: str,
     body: Markup,
@@ -162,15 +184,6 @@ def page(
     account = (
         post_button(path("logout"), "Sign out", session, css="link") if session else Markup("")
     )
-    shown = (
-        render(
-            '<p class="notice $kind" role="status">$text</p>',
-            text=note,
-            kind="error" if error else "",
-        )
-        if note
-        else Markup("")
-    )
     html = render(
         _PAGE,
         title=title,
@@ -180,7 +193,7 @@ def page(
         nav=_nav(place, active) if signed else Markup(""),
         account=account,
         crumbs=breadcrumbs([*place.crumbs, *trail], title) if signed else Markup(""),
-        notice=shown,
+        notice=notice_line(note, error),
         refresh="" if refresh is None else refresh,
     )
     return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")

@@ -12,26 +12,23 @@ from aiohttp import web
 
 from webhook_service.admin import describe as d
 from webhook_service.admin.api import JSON, AdminApi
-from webhook_service.client.errors import APIError
 from webhook_service.dashboard import layout as dashboard_layout
-from webhook_service.dashboard.access import explain, redirect
 from webhook_service.dashboard.delivery_pages import (
     JOB_KINDS,
-    PAGE_SIZES,
     STATUS_BADGE,
     STATUSES,
     attempt_log,
-    delivery_headers,
-    delivery_rows,
+    listing,
+    retry_delivery,
 )
 from webhook_service.dashboard.endpoint_pages import facts_list
-from webhook_service.dashboard.markup import Markup, join, render, with_query
+from webhook_service.dashboard.markup import Markup, join, render
 from webhook_service.portal import layout
 from webhook_service.portal.catalog import pretty
 from webhook_service.portal.layout import Brand
 from webhook_service.portal.place import path
 from webhook_service.portal.session import PortalSession
-from webhook_service.portal.views import portal_page
+from webhook_service.portal.views import portal_action, portal_page
 from webhook_service.portal_access import Capability
 
 # The filters a subscriber needs: by endpoint and by outcome (the API has more).
@@ -65,32 +62,15 @@ async def history(
     request: web.Request, session: PortalSession, api: AdminApi, brand: Brand
 ) -> web.StreamResponse:
     query = {k: v for k, v in request.query.items() if v and k in (*FILTERS, "cursor")}
-    note, error = "", False
-    found: JSON = {"data": [], "next_cursor": None}
-    try:
-        found = await api.deliveries({"limit": PAGE_SIZES[0], **query})
-    except APIError as exc:
-        if exc.status != 422:
-            raise
-        note, error = explain(exc), True
-    table = dashboard_layout.table(
-        delivery_headers(brand.place),
-        delivery_rows(brand.place, found["data"]),
-        "No message matches.",
-    )
-    more = Markup("")
-    if found["next_cursor"]:
-        after = {**query, "cursor": str(found["next_cursor"])}
-        more = render('<p><a href="$href">Next page</a></p>',
-                      href=with_query(path("deliveries"), after))  # fmt: skip
+    found = await listing(api, brand.place, query, "No message matches.")
     return layout.page(
         "Messages",
-        join([_filters(query), table, more]),
+        join([_filters(query), found.body]),
         session,
         brand,
         active="messages",
-        note=note or layout.notice(request),
-        error=error,
+        note=found.note or layout.notice(request),
+        error=found.error,
     )
 
 
@@ -199,18 +179,7 @@ async def attempts_fragment(
     return response
 
 
-@portal_page
-async def retry(
-    request: web.Request, session: PortalSession, api: AdminApi, brand: Brand
-) -> web.StreamResponse:
-    delivery_id = request.match_info["delivery_id"]
-    try:
-        await api.retry(delivery_id)
-    except APIError as exc:
-        # Already pending: it is being sent anyway, which is what the button asked for.
-        if exc.status != 409:
-            raise
-    return redirect(path("deliveries", delivery_id) + "?done=retried")
+retry = portal_action(retry_delivery)
 
 
 @portal_page

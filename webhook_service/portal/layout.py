@@ -15,7 +15,12 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from webhook_service.admin.api import JSON
-from webhook_service.dashboard.layout import SECURITY_HEADERS, breadcrumbs, post_button
+from webhook_service.dashboard.layout import (
+    SECURITY_HEADERS,
+    breadcrumbs,
+    notice_line,
+    post_button,
+)
 from webhook_service.dashboard.markup import Markup, join, render
 from webhook_service.portal.place import PREFIX, PortalPlace, path
 from webhook_service.portal.session import PortalSession, frame_ancestors
@@ -139,12 +144,6 @@ def page(
         )
         for key, label, href in _NAV
     )
-    shown = (
-        render('<p class="notice $kind" role="status">$text</p>', text=note,
-               kind="error" if error else "")
-        if note
-        else Markup("")
-    )  # fmt: skip
     html = render(
         _PAGE,
         title=title,
@@ -156,7 +155,7 @@ def page(
         nav=nav,
         account=post_button(PREFIX + "/logout", "Sign out", session, css="link"),
         crumbs=breadcrumbs(trail or [], title),
-        notice=shown,
+        notice=notice_line(note, error),
         body=body,
         refresh="" if refresh is None else refresh,
     )

@@ -19,6 +19,7 @@ from webhook_service.admin.api import AdminApi
 from webhook_service.api.body import read_form
 from webhook_service.client.errors import APIError, TransportError
 from webhook_service.dashboard.access import Handler, api_for, explain, unavailable
+from webhook_service.dashboard.actions import Action
 from webhook_service.portal import layout
 from webhook_service.portal.layout import Brand
 from webhook_service.portal.session import PortalSession, current, valid_form_token
@@ -66,6 +67,19 @@ def portal_page(view: PortalView) -> Handler:
             return layout.signed_out_page(502, "Unavailable", str(exc))
 
     return handler
+
+
+def portal_action(action: Action) -> Handler:
+    """A button the dashboard has too (dashboard/actions.py) as a portal page: with the
+    session, on its application, redirecting within the portal (the brand's place)."""
+
+    @functools.wraps(action)
+    async def view(
+        request: web.Request, session: PortalSession, api: AdminApi, brand: Brand
+    ) -> web.StreamResponse:
+        return await action(request, api, brand.place)
+
+    return portal_page(view)
 
 
 def _title(error: APIError) -> str:
