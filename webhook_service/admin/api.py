@@ -253,6 +253,11 @@ class AdminApi:
         path = self._endpoint(endpoint_id, "send-example")
         return await self.call("POST", path, body={"event_type": event_type})
 
+    async def test_filter(self, endpoint_id: str, event: JSON) -> JSON:
+        """Whether the endpoint's filter passes ``event`` ({type, data, channels}):
+        {matches, decided_by, clause}."""
+        return await self.call("POST", self._endpoint(endpoint_id, "test-filter"), body=event)
+
     async def set_enabled(self, endpoint_id: str, enabled: bool) -> JSON:
         action = "enable" if enabled else "disable"
         return await self.call("POST", self._endpoint(endpoint_id, action))

@@ -6,6 +6,7 @@ say the same thing the same way.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from webhook_service.timeutil import parse_iso
@@ -75,6 +76,13 @@ def channels(record: dict[str, Any]) -> str:
     types, an event reaches only endpoints without channels."""
     listed = record.get("channels")
     return ", ".join(listed) if listed else NOTHING
+
+
+def payload_filter(endpoint: dict[str, Any]) -> str:
+    """An endpoint's filter as compact JSON, in the order it was given; none: every event
+    of its types and channels."""
+    found = endpoint.get("filter")
+    return NOTHING if found is None else json.dumps(found, separators=(",", ":"))
 
 
 def metadata(app: dict[str, Any]) -> str:

@@ -1,9 +1,10 @@
-"""``webhook-service endpoints …``: list, create, show, update, enable, disable, rotate,
-recover."""
+"""``webhook-service endpoints …``: list, create, show, update, test-filter, enable,
+disable, rotate, recover."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 from webhook_service.admin import views
@@ -23,6 +24,10 @@ SCHEDULE_HELP = (
     "7 days in all); default: WEBHOOK_RETRY_SCHEDULE"
 )
 TIMEOUT_HELP = "its request timeout, 1 to 60 s; default: WEBHOOK_REQUEST_TIMEOUT"
+FILTER_HELP = (
+    'a payload filter, JSON: {"data.amount": {"$gte": 100}} (README: Payload filters); '
+    "default: none"
+)
 
 
 async def list_endpoints(ctx: Context) -> None:
@@ -48,6 +53,25 @@ def _schedule(text: str) -> list[float]:
         return [float(delay) for delay in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not seconds separated by commas") from None
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """A JSON object given on the command line (a filter, an event's data); the API checks
+    the rest."""
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise argparse.ArgumentTypeError("not a JSON object")
+    return parsed
+
+
+def _filter(args: argparse.Namespace) -> dict[str, Any]:
+    """The filter field given, if any; --no-filter sends null (no filter again)."""
+    if args.no_filter:
+        return {"filter": None}
+    return {} if args.filter is None else {"filter": args.filter}
 
 
 def _policy(args: argparse.Namespace) -> dict[str, Any]:
@@ -81,16 +105,26 @@ async def create_endpoint(ctx: Context) -> None:
     if args.channels:
         fields["channels"] = args.channels
     fields.update(_policy(args))
+    fields.update(_filter(args))
     created = await ctx.api.create_endpoint(fields)
     ctx.out.show(created, lambda: views.endpoint_fields(created))
 
 
 async def update_endpoint(ctx: Context) -> None:
-    fields = _policy(ctx.args)
+    fields = _policy(ctx.args) | _filter(ctx.args)
     if not fields:
-        raise UsageError("give what to change: --retry-schedule or --timeout (or their --no-…)")
+        raise UsageError(
+            "give what to change: --retry-schedule, --timeout or --filter (or their --no-…)"
+        )
     updated = await ctx.api.update_endpoint(ctx.args.endpoint_id, fields)
     ctx.out.show(updated, lambda: views.endpoint_fields(updated))
+
+
+async def test_filter(ctx: Context) -> None:
+    args = ctx.args
+    event = {"type": args.event_type, "data": args.data, "channels": args.channels}
+    verdict = await ctx.api.test_filter(args.endpoint_id, event)
+    ctx.out.show(verdict, lambda: views.filter_verdict(verdict))
 
 
 async def show_endpoint(ctx: Context) -> None:
@@ -147,9 +181,11 @@ def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     create.add_argument("--retry-schedule", type=_schedule, metavar="0,5,300", help=SCHEDULE_HELP)
     create.add_argument("--timeout", type=float, metavar="SECONDS", help=TIMEOUT_HELP)
-    create.set_defaults(no_retry_schedule=False, no_timeout=False)  # nothing to clear yet
+    create.add_argument("--filter", type=_json_object, metavar="JSON", help=FILTER_HELP)
+    # Nothing to clear yet.
+    create.set_defaults(no_retry_schedule=False, no_timeout=False, no_filter=False)
 
-    update = action("update", update_endpoint, "change an endpoint's retry policy")
+    update = action("update", update_endpoint, "change an endpoint's retry policy or filter")
     update.add_argument("endpoint_id", metavar="ENDPOINT_ID")
     schedule = update.add_mutually_exclusive_group()
     schedule.add_argument("--retry-schedule", type=_schedule, metavar="0,5,300", help=SCHEDULE_HELP)
@@ -159,6 +195,21 @@ def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     timeout = update.add_mutually_exclusive_group()
     timeout.add_argument("--timeout", type=float, metavar="SECONDS", help=TIMEOUT_HELP)
     timeout.add_argument("--no-timeout", action="store_true", help="the global timeout again")
+    payload = update.add_mutually_exclusive_group()
+    payload.add_argument("--filter", type=_json_object, metavar="JSON", help=FILTER_HELP)
+    payload.add_argument("--no-filter", action="store_true", help="every event of its types")
+
+    tester = action(
+        "test-filter",
+        test_filter,
+        "whether its filter passes an event, and the clause that decided",
+    )
+    tester.add_argument("endpoint_id", metavar="ENDPOINT_ID")
+    tester.add_argument("--type", dest="event_type", required=True, metavar="TYPE")
+    tester.add_argument("--data", type=_json_object, default={}, metavar="JSON")
+    tester.add_argument(
+        "--channel", dest="channels", action="append", metavar="CHANNEL", help="repeat"
+    )
 
     for name, handler, text in (
         ("show", show_endpoint, "one endpoint"),

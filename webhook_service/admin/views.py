@@ -92,6 +92,7 @@ def endpoint_fields(endpoint: JSON) -> str:
         ("state", d.endpoint_state(endpoint)),
         ("event types", d.event_types(endpoint)),
         ("channels", d.channels(endpoint)),
+        ("filter", d.payload_filter(endpoint)),
         ("signature", endpoint["signature"]),
         ("rate limit", endpoint["rate_limit"] or d.NOTHING),
         ("retries", d.retry_schedule(endpoint)),
@@ -106,6 +107,17 @@ def endpoint_fields(endpoint: JSON) -> str:
     for previous in endpoint.get("previous_keys", []):
         fields.append(("previous key", f"signs until {d.moment(previous['expires_at'])}"))
     return render_fields(fields)
+
+
+def filter_verdict(verdict: JSON) -> str:
+    """test-filter's answer: whether the endpoint's filter passes the event, and why."""
+    return render_fields(
+        [
+            ("matches", "yes" if verdict["matches"] else "no"),
+            ("decided by", verdict["decided_by"] or d.NOTHING),
+            ("clause", verdict["clause"]),
+        ]
+    )
 
 
 def deliveries_table(deliveries: Sequence[JSON]) -> str:

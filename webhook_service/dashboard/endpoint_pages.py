@@ -259,6 +259,7 @@ def endpoint_facts(endpoint: JSON, stats: JSON) -> Markup:
         ("State", d.endpoint_state(endpoint)),
         ("Event types", d.event_types(endpoint)),
         ("Channels", d.channels(endpoint)),
+        ("Filter", d.payload_filter(endpoint)),
         ("Description", endpoint["description"] or d.NOTHING),
         ("Signature", endpoint["signature"]),
         ("Retry schedule", d.retry_schedule(endpoint)),
