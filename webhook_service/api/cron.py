@@ -35,6 +35,7 @@ from webhook_service.api.pagination import limit_param
 from webhook_service.api.problems import ProblemError
 from webhook_service.config import Settings
 from webhook_service.delivery.engine import UNRECORDED, DeliveryEngine, Result
+from webhook_service.delivery.policy import MAX_TIMEOUT_SECONDS
 from webhook_service.history.database import sync_engine
 from webhook_service.history.shipper import Shipper
 from webhook_service.store import keys
@@ -97,9 +98,10 @@ class Ticker:
         self._engine = engine
         self._batch = settings.batch_size
         self._grace_ms = int(settings.wakeup_grace * 1000)
-        # One engine batch finishes within a lease (every send is bounded by the request
-        # timeout); the lock is renewed after each, so it outlives the tick only if we die.
-        self.lock_seconds = settings.lease_seconds
+        # One engine batch finishes within its longest lease (every send is bounded by its
+        # endpoint's timeout, at most MAX_TIMEOUT_SECONDS, which that lease adds); the lock
+        # is renewed after each, so it outlives the tick only if we die.
+        self.lock_seconds = settings.lease_seconds + MAX_TIMEOUT_SECONDS
 
     async def tick(self, limit: int) -> TickSummary | None:
         """None when another tick holds the lock."""
