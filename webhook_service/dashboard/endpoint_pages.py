@@ -12,6 +12,7 @@ from webhook_service.api.body import read_form
 from webhook_service.client.errors import APIError
 from webhook_service.dashboard import charts, figures, layout
 from webhook_service.dashboard.access import redirect, signed_in
+from webhook_service.dashboard.actions import Action, dashboard_action
 from webhook_service.dashboard.markup import Markup, join, render, with_query
 from webhook_service.dashboard.places import Place
 from webhook_service.dashboard.session import CSRF_FIELD, Session
@@ -165,12 +166,7 @@ async def overview(
     ready = await api.readiness()
     rows = [endpoint_row(place, e, s) for e, s in zip(endpoints, stats, strict=True)]
     table = layout.table(ENDPOINT_HEADERS, rows, _no_endpoints(place))
-    more = Markup("")
-    if listed["next_cursor"]:
-        more = render(
-            '<p><a href="$href">Next page</a></p>',
-            href=with_query(place.home, {"cursor": listed["next_cursor"]}),
-        )
+    more = layout.next_page(place.home, {}, listed["next_cursor"])
     minutes = [s["per_minute"] for s in stats if s is not None]
     shown = charts_section(activity(minutes)) if minutes else Markup("")
     body = join([_readiness(ready), _application_facts(place), shown, table, more])
@@ -314,20 +310,19 @@ async def endpoint_page(
     )
 
 
-@signed_in
-async def enable(
-    request: web.Request, session: Session, api: AdminApi, place: Place
-) -> web.StreamResponse:
-    endpoint = await api.set_enabled(request.match_info["endpoint_id"], True)
-    return redirect(place.path("endpoints", endpoint["id"]) + "?done=enabled")
+def switch_endpoint(enabled: bool) -> Action:
+    """Enable (or disable) the endpoint the path names, then its page, saying which."""
+    done = "enabled" if enabled else "disabled"
+
+    async def action(request: web.Request, api: AdminApi, place: Place) -> web.StreamResponse:
+        endpoint = await api.set_enabled(request.match_info["endpoint_id"], enabled)
+        return redirect(place.path("endpoints", endpoint["id"]) + "?done=" + done)
+
+    return action
 
 
-@signed_in
-async def disable(
-    request: web.Request, session: Session, api: AdminApi, place: Place
-) -> web.StreamResponse:
-    endpoint = await api.set_enabled(request.match_info["endpoint_id"], False)
-    return redirect(place.path("endpoints", endpoint["id"]) + "?done=disabled")
+enable = dashboard_action(switch_endpoint(True))
+disable = dashboard_action(switch_endpoint(False))
 
 
 def choice(raw: object, choices: tuple[tuple[str, int], ...]) -> int:
@@ -369,11 +364,13 @@ async def rotate(
     )
 
 
-@signed_in
-async def recover(
-    request: web.Request, session: Session, api: AdminApi, place: Place
-) -> web.StreamResponse:
+async def start_recovery(request: web.Request, api: AdminApi, place: Place) -> web.StreamResponse:
+    """Re-send the endpoint's failed and disabled deliveries of the window the form chose,
+    then the page of that job."""
     form = await read_form(request)
     seconds = choice(form.get("window"), RECOVER_CHOICES)
     job = await api.recover(request.match_info["endpoint_id"], iso(now_ms() - seconds * 1000), None)
     return redirect(place.path("jobs", job["id"]))
+
+
+recover = dashboard_action(start_recovery)

@@ -17,16 +17,16 @@ from webhook_service.dashboard.access import redirect
 from webhook_service.dashboard.delivery_pages import delivery_headers, delivery_rows
 from webhook_service.dashboard.endpoint_pages import (
     ENDPOINT_HEADERS,
-    RECOVER_CHOICES,
     activity,
     charts_section,
-    choice,
     endpoint_charts,
     endpoint_facts,
     endpoint_row,
     recover_form,
     rotate_form,
+    start_recovery,
     stats_or_none,
+    switch_endpoint,
     toggle_button,
 )
 from webhook_service.dashboard.markup import Markup, join, render, with_query
@@ -35,9 +35,8 @@ from webhook_service.portal import catalog, layout
 from webhook_service.portal.layout import Brand
 from webhook_service.portal.place import path
 from webhook_service.portal.session import PortalSession
-from webhook_service.portal.views import portal_page
+from webhook_service.portal.views import portal_action, portal_page
 from webhook_service.portal_access import Capability
-from webhook_service.timeutil import iso, now_ms
 
 PAGE_SIZE = 25
 RECENT = 10
@@ -66,12 +65,7 @@ async def overview(
         else ""
     )
     table = dashboard_layout.table(ENDPOINT_HEADERS, rows, empty)
-    more = Markup("")
-    if listed["next_cursor"]:
-        more = render(
-            '<p><a href="$href">Next page</a></p>',
-            href=with_query(path(), {"cursor": listed["next_cursor"]}),
-        )
+    more = dashboard_layout.next_page(path(), {}, listed["next_cursor"])
     minutes = [s["per_minute"] for s in stats if s is not None]
     charts = charts_section(activity(minutes)) if minutes else Markup("")
     return layout.page(
@@ -174,20 +168,8 @@ async def endpoint_page(
     )
 
 
-@portal_page
-async def enable(
-    request: web.Request, session: PortalSession, api: AdminApi, brand: Brand
-) -> web.StreamResponse:
-    endpoint = await api.set_enabled(request.match_info["endpoint_id"], True)
-    return redirect(path("endpoints", endpoint["id"]) + "?done=enabled")
-
-
-@portal_page
-async def disable(
-    request: web.Request, session: PortalSession, api: AdminApi, brand: Brand
-) -> web.StreamResponse:
-    endpoint = await api.set_enabled(request.match_info["endpoint_id"], False)
-    return redirect(path("endpoints", endpoint["id"]) + "?done=disabled")
+enable = portal_action(switch_endpoint(True))
+disable = portal_action(switch_endpoint(False))
 
 
 @portal_page
@@ -198,14 +180,7 @@ async def delete(
     return redirect(path() + "?done=deleted")
 
 
-@portal_page
-async def recover(
-    request: web.Request, session: PortalSession, api: AdminApi, brand: Brand
-) -> web.StreamResponse:
-    form = await read_form(request)
-    seconds = choice(form.get("window"), RECOVER_CHOICES)
-    job = await api.recover(request.match_info["endpoint_id"], iso(now_ms() - seconds * 1000), None)
-    return redirect(path("jobs", job["id"]))
+recover = portal_action(start_recovery)
 
 
 @portal_page
