@@ -30,7 +30,7 @@ from webhook_service.dashboard.endpoint_pages import (
     choice,
     facts_list,
 )
-from webhook_service.dashboard.markup import Markup, join, path, render, with_query
+from webhook_service.dashboard.markup import Markup, join, path, render
 from webhook_service.dashboard.places import APPLICATIONS, Place, within
 from webhook_service.dashboard.session import CSRF_FIELD, Session
 from webhook_service.portal_access import DEFAULT_CAPABILITIES, Capability
@@ -84,12 +84,7 @@ async def applications(
         "No applications yet: create one with POST /v1/applications or "
         "`webhook-service applications create NAME`.",
     )
-    more = Markup("")
-    if listed["next_cursor"]:
-        more = render(
-            '<p><a href="$href">Next page</a></p>',
-            href=with_query(path(APPLICATIONS), {"cursor": listed["next_cursor"]}),
-        )
+    more = layout.next_page(path(APPLICATIONS), {}, listed["next_cursor"])
     minutes = [m for _, s in shown for m in s.minutes]
     activity_shown = charts_section(activity(minutes)) if minutes else Markup("")
     return layout.page(

@@ -59,7 +59,7 @@ async def event_types(
                 cards=_cards(gone),
             )
         )
-    if listed["next_cursor"]:
-        query = {"cursor": listed["next_cursor"], "archived": "1" if archived else ""}
-        parts.append(render('<p><a href="$href">Next page</a></p>', href=with_query(here, query)))
+    parts.append(
+        layout.next_page(here, {"archived": "1" if archived else ""}, listed["next_cursor"])
+    )
     return layout.page("Event types", join(parts), session, place=place, active=EVENT_TYPES)
