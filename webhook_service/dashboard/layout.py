@@ -58,6 +58,11 @@ def _nav(place: Place, active: str) -> Markup:
         ("portal-links", "Portal links", place.path("portal-links")),
         ("event-types", "Event types", path("event-types")),
     )
+    return nav_links(items, active)
+
+
+def nav_links(items: Sequence[tuple[str, str, str]], active: str) -> Markup:
+    """A navigation's links, each ``(name, label, href)``; the ``active`` one marked."""
     return join(
         render(
             '<a href="$href" class="$css">$label</a>',

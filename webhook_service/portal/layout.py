@@ -18,10 +18,11 @@ from webhook_service.admin.api import JSON
 from webhook_service.dashboard.layout import (
     SECURITY_HEADERS,
     breadcrumbs,
+    nav_links,
     notice_line,
     post_button,
 )
-from webhook_service.dashboard.markup import Markup, join, render
+from webhook_service.dashboard.markup import Markup, render
 from webhook_service.portal.place import PREFIX, PortalPlace, path
 from webhook_service.portal.session import PortalSession, frame_ancestors
 
@@ -135,15 +136,6 @@ def page(
     refresh: int | None = None,
 ) -> web.Response:
     """A whole portal page of ``brand``'s application, with its headers set."""
-    nav = join(
-        render(
-            '<a href="$href" class="$css">$label</a>',
-            href=href,
-            label=label,
-            css="active" if key == active else "",
-        )
-        for key, label, href in _NAV
-    )
     html = render(
         _PAGE,
         title=title,
@@ -152,7 +144,7 @@ def page(
         logo=render('<img class="logo" src="$src" alt="">', src=brand.logo)
         if brand.logo
         else Markup(""),
-        nav=nav,
+        nav=nav_links(_NAV, active),
         account=post_button(PREFIX + "/logout", "Sign out", session, css="link"),
         crumbs=breadcrumbs(trail or [], title),
         notice=notice_line(note, error),
