@@ -11,6 +11,7 @@ from webhook_service.admin import application_health as health
 from webhook_service.admin import describe as d
 from webhook_service.admin import views
 from webhook_service.admin.arguments import add_paging, key_value
+from webhook_service.admin.changes import set_or_clear
 from webhook_service.admin.command import (
     Context,
     Handler,
@@ -61,18 +62,9 @@ def changes(args: argparse.Namespace) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     if args.name is not None:
         fields["name"] = args.name
-    if args.no_uid:
-        fields["uid"] = None
-    elif args.uid is not None:
-        fields["uid"] = args.uid
-    if args.no_metadata:
-        fields["metadata"] = None
-    elif args.metadata:
-        fields["metadata"] = dict(args.metadata)
-    if args.no_rate_limit:
-        fields["rate_limit"] = None
-    elif args.rate_limit is not None:
-        fields["rate_limit"] = args.rate_limit
+    set_or_clear(fields, "uid", args.uid, clear=args.no_uid)
+    set_or_clear(fields, "metadata", args.metadata, clear=args.no_metadata, convert=dict)
+    set_or_clear(fields, "rate_limit", args.rate_limit, clear=args.no_rate_limit)
     return fields
 
 

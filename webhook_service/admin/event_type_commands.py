@@ -13,6 +13,7 @@ import yaml
 from webhook_service.admin import describe as d
 from webhook_service.admin.api import JSON
 from webhook_service.admin.arguments import add_paging
+from webhook_service.admin.changes import set_or_clear
 from webhook_service.admin.command import Context, Handler, Subcommands, UsageError, add_action
 from webhook_service.admin.tables import Column, render, render_fields
 
@@ -119,14 +120,8 @@ def changes(args: argparse.Namespace) -> JSON:
     fields: JSON = {}
     if args.description is not None:
         fields["description"] = args.description
-    if args.no_group:
-        fields["group"] = None
-    elif args.group is not None:
-        fields["group"] = args.group
-    if args.no_schema:
-        fields["schema"] = None
-    elif args.schema is not None:
-        fields["schema"] = read_document(args.schema)
+    set_or_clear(fields, "group", args.group, clear=args.no_group)
+    set_or_clear(fields, "schema", args.schema, clear=args.no_schema, convert=read_document)
     if args.example:
         fields["examples"] = args.example
     if args.deprecated is not None:
