@@ -62,6 +62,19 @@ async def enter(
     return Entered(credential, claims.csrf, set_cookie)
 
 
+def _attributes(entered: Entered) -> list[str]:
+    """Its session cookie's attributes, lower case (the name=value pair first)."""
+    return [part.strip().lower() for part in entered.set_cookie.split(";")]
+
+
+async def _entry_status(api: Api, token: str) -> int:
+    """What /portal/enter answers ``token`` with (303: a session)."""
+    async with api.session.get(
+        f"{api.base}/portal/enter", params={"token": token}, allow_redirects=False
+    ) as response:
+        return response.status
+
+
 async def portal_link(api: Api, app: str, **body: Any) -> str:
     status, made, _ = await api.call("POST", f"/v1/applications/{app}/portal-access", json=body)
     assert status == 201, made
@@ -183,14 +196,14 @@ async def test_entering_sets_a_strict_session_cookie_for_the_portal_only(
     application = await new_app(api, "Portal cookie")
     token = await portal_link(api, application["id"])
     entered = await enter(api, box, token)
-    attributes = [part.strip().lower() for part in entered.set_cookie.split(";")]
+    attributes = _attributes(entered)
     assert {"httponly", "path=/portal", "samesite=strict"} <= set(attributes), attributes
     assert "secure" not in attributes  # plain http: a Secure cookie would never come back
     max_age = next(int(a.split("=")[1]) for a in attributes if a.startswith("max-age="))
     assert 3500 < max_age <= 3600
     # Behind a TLS-terminating proxy: Secure, still Strict (the application frames nothing).
     behind = await enter(api, box, token, headers={"X-Forwarded-Proto": "https"})
-    attributes = [part.strip().lower() for part in behind.set_cookie.split(";")]
+    attributes = _attributes(behind)
     assert {"secure", "samesite=strict"} <= set(attributes), attributes
     # The link is not used up, and each entry is a session of its own.
     assert behind.credential != entered.credential
@@ -204,11 +217,11 @@ async def test_a_portal_its_application_frames_gets_a_cookie_that_works_framed(
     token = await portal_link(api, application["id"])
     # A framed portal is a third-party context: Strict (or Lax) cookies are not sent there.
     framed = await enter(api, box, token, headers={"X-Forwarded-Proto": "https"})
-    attributes = [part.strip().lower() for part in framed.set_cookie.split(";")]
+    attributes = _attributes(framed)
     assert {"samesite=none", "secure", "httponly", "path=/portal"} <= set(attributes)
     # SameSite=None needs Secure, which plain http cannot keep: Strict there.
     plain = await enter(api, box, token)
-    attributes = [part.strip().lower() for part in plain.set_cookie.split(";")]
+    attributes = _attributes(plain)
     assert "samesite=strict" in attributes and "secure" not in attributes
 
 
@@ -243,10 +256,7 @@ async def test_an_expired_grant_ends_its_sessions(
     assert await _portal_works(api, application["id"], entered.credential) == 200
     await asyncio.sleep(max(0.0, (expires_ms - now_ms()) / 1000) + 0.1)
     assert await _portal_works(api, application["id"], entered.credential) == 401
-    async with api.session.get(
-        f"{api.base}/portal/enter", params={"token": token}, allow_redirects=False
-    ) as response:
-        assert response.status == 401
+    assert await _entry_status(api, token) == 401
 
 
 async def test_revoking_ends_every_session_of_the_application_at_once(
@@ -266,10 +276,7 @@ async def test_revoking_ends_every_session_of_the_application_at_once(
         )
         assert status == 401 and headers["WWW-Authenticate"] == "Bearer", problem
     assert await _portal_works(api, theirs["id"], kept.credential) == 200
-    async with api.session.get(
-        f"{api.base}/portal/enter", params={"token": token}, allow_redirects=False
-    ) as response:
-        assert response.status == 401
+    assert await _entry_status(api, token) == 401
 
 
 async def _logout(api: Api, entered: Entered, form: dict[str, str], **headers: str) -> int:
@@ -346,10 +353,7 @@ async def test_a_link_token_is_no_bearer_key_and_a_credential_no_link(
     token = await portal_link(api, application["id"])
     assert await _portal_works(api, application["id"], token) == 401
     entered = await enter(api, box, token)
-    async with api.session.get(
-        f"{api.base}/portal/enter", params={"token": entered.credential}, allow_redirects=False
-    ) as response:
-        assert response.status == 401
+    assert await _entry_status(api, entered.credential) == 401
     # A forged or cut credential is no session either.
     assert await _portal_works(api, application["id"], entered.credential[:-6]) == 401
     assert await _portal_works(api, application["id"], "whps_" + "A" * 200) == 401
