@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -156,20 +157,39 @@ def _no_endpoints(place: Place) -> str:
     )
 
 
+@dataclass(frozen=True)
+class EndpointList:
+    """A page of a place's endpoints: their table with each one's health and figures, the
+    link to the next page below it, and the charts of their activity (none without
+    figures)."""
+
+    table: Markup
+    charts: Markup
+
+
+async def endpoint_list(
+    request: web.Request, api: AdminApi, place: Place, empty: str
+) -> EndpointList:
+    """The dashboard's endpoints and the portal's: the page the request's cursor names,
+    ``empty`` said when there are none."""
+    listed = await api.endpoints(PAGE_SIZE, request.query.get("cursor") or None)
+    endpoints: list[JSON] = listed["data"]
+    stats = await stats_or_none(api, endpoints)
+    rows = [endpoint_row(place, e, s) for e, s in zip(endpoints, stats, strict=True)]
+    table = layout.table(ENDPOINT_HEADERS, rows, empty)
+    more = layout.next_page(place.home, {}, listed["next_cursor"])
+    minutes = [s["per_minute"] for s in stats if s is not None]
+    shown = charts_section(activity(minutes)) if minutes else Markup("")
+    return EndpointList(join([table, more]), shown)
+
+
 @signed_in
 async def overview(
     request: web.Request, session: Session, api: AdminApi, place: Place
 ) -> web.StreamResponse:
-    listed = await api.endpoints(PAGE_SIZE, request.query.get("cursor") or None)
-    endpoints: list[JSON] = listed["data"]
-    stats = await stats_or_none(api, endpoints)
+    found = await endpoint_list(request, api, place, _no_endpoints(place))
     ready = await api.readiness()
-    rows = [endpoint_row(place, e, s) for e, s in zip(endpoints, stats, strict=True)]
-    table = layout.table(ENDPOINT_HEADERS, rows, _no_endpoints(place))
-    more = layout.next_page(place.home, {}, listed["next_cursor"])
-    minutes = [s["per_minute"] for s in stats if s is not None]
-    shown = charts_section(activity(minutes)) if minutes else Markup("")
-    body = join([_readiness(ready), _application_facts(place), shown, table, more])
+    body = join([_readiness(ready), _application_facts(place), found.charts, found.table])
     return layout.page(
         "Endpoints",
         body,

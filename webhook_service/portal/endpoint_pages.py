@@ -16,16 +16,12 @@ from webhook_service.dashboard import layout as dashboard_layout
 from webhook_service.dashboard.access import redirect
 from webhook_service.dashboard.delivery_pages import delivery_headers, delivery_rows
 from webhook_service.dashboard.endpoint_pages import (
-    ENDPOINT_HEADERS,
-    activity,
-    charts_section,
     endpoint_charts,
     endpoint_facts,
-    endpoint_row,
+    endpoint_list,
     recover_form,
     rotate_form,
     start_recovery,
-    stats_or_none,
     switch_endpoint,
     toggle_button,
 )
@@ -38,7 +34,6 @@ from webhook_service.portal.session import PortalSession
 from webhook_service.portal.views import portal_action, portal_page
 from webhook_service.portal_access import Capability
 
-PAGE_SIZE = 25
 RECENT = 10
 
 
@@ -55,22 +50,15 @@ def _add_link(session: PortalSession) -> Markup:
 async def overview(
     request: web.Request, session: PortalSession, api: AdminApi, brand: Brand
 ) -> web.StreamResponse:
-    listed = await api.endpoints(PAGE_SIZE, request.query.get("cursor") or None)
-    endpoints: list[JSON] = listed["data"]
-    stats = await stats_or_none(api, endpoints)
-    rows = [endpoint_row(brand.place, e, s) for e, s in zip(endpoints, stats, strict=True)]
     empty = "You have no endpoints yet." + (
         " Add one to start receiving events."
         if Capability.MANAGE_ENDPOINTS in session.capabilities
         else ""
     )
-    table = dashboard_layout.table(ENDPOINT_HEADERS, rows, empty)
-    more = dashboard_layout.next_page(path(), {}, listed["next_cursor"])
-    minutes = [s["per_minute"] for s in stats if s is not None]
-    charts = charts_section(activity(minutes)) if minutes else Markup("")
+    found = await endpoint_list(request, api, brand.place, empty)
     return layout.page(
         "Endpoints",
-        join([_add_link(session), table, more, charts]),
+        join([_add_link(session), found.table, found.charts]),
         session,
         brand,
         active="endpoints",
