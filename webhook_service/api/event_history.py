@@ -77,6 +77,7 @@ async def get_event(request: web.Request) -> web.Response:
             "channels": list(record.channels),
             "example": record.example,
             "timestamp": iso(record.created_ms),
+            "deliver_at": None if record.deliver_at_ms is None else iso(record.deliver_at_ms),
             "data": payload["data"] if payload else None,
             "deliveries": [delivery_json(d) for d in deliveries],
         }

@@ -26,6 +26,7 @@ from webhook_service.api.idempotency import (
 from webhook_service.api.models import EventIn, ExampleIn
 from webhook_service.api.problems import ProblemError
 from webhook_service.api.routing import tenant_route
+from webhook_service.api.scheduling import deliver_at_ms
 from webhook_service.api.tenancy import bound_application, not_found, path_application
 from webhook_service.api.validation import check_event
 from webhook_service.filters import FilterEvent
@@ -55,7 +56,12 @@ _BACKLOG_RETRY_AFTER = "5"
 
 
 def _accepted(
-    event_id: str, application: str, event_type: str, created_ms: int, fanout: int
+    event_id: str,
+    application: str,
+    event_type: str,
+    created_ms: int,
+    fanout: int,
+    deliver_at: int | None,
 ) -> dict[str, Any]:
     return {
         "id": event_id,
@@ -63,6 +69,7 @@ def _accepted(
         "type": event_type,
         "timestamp": iso(created_ms),
         "deliveries": fanout,
+        "deliver_at": None if deliver_at is None else iso(deliver_at),
     }
 
 
@@ -100,6 +107,7 @@ async def post_event(request: web.Request) -> web.Response:
     event = validate(EventIn, parsed)
     app_id, create_app = await _destination(request, event)
     now = now_ms()
+    deliver_at = deliver_at_ms(event, now)
     claim = None
     if idem_key is not None:
         claim = IdempotencyClaim(
@@ -112,11 +120,13 @@ async def post_event(request: web.Request) -> web.Response:
         )
     accepted = await _accept(
         request, now, app_id, event.type, event.data, claim=claim, create_app=create_app,
-        channels=tuple(event.channels or ()),
+        channels=tuple(event.channels or ()), deliver_at=deliver_at,
     )  # fmt: skip
     reply = _accepted(
-        accepted.event_id, app_id, accepted.event_type, accepted.created_ms, accepted.fanout
-    )
+        accepted.event_id, app_id, accepted.event_type, accepted.created_ms, accepted.fanout,
+        # A repeat's is its first request's: the same body, from the time that one was taken.
+        deliver_at_ms(event, accepted.created_ms),
+    )  # fmt: skip
     if accepted.outcome is IngestOutcome.REPLAY:
         return _json_202(reply, {REPLAYED_HEADER: "true"})
     await _stored(request, accepted, app_id, claim)
@@ -175,6 +185,7 @@ async def _accept(
     create_app: NewApplication | None = None,
     channels: tuple[str, ...] = (),
     only_endpoint: str | None = None,
+    deliver_at: int | None = None,
 ) -> Accepted:
     """The ingest step for one event, past every refusal it may meet (each a problem)."""
     svc = services(request)
@@ -204,6 +215,7 @@ async def _accept(
         wakeup=None if svc.strict_durability else svc.waker.inline,
         backlog_max=svc.settings.log_backlog_max,
         only_endpoint=only_endpoint,
+        deliver_at_ms=deliver_at,
     )
     if only_endpoint is not None:
         accepted = await accept()  # an example reaches its endpoint, whatever its filter

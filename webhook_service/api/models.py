@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
@@ -194,11 +195,35 @@ class NewApplicationIn(_Strict):
     name: AppName
 
 
+# Scheduled delivery (api/scheduling.py): how far ahead an event's deliveries may be due.
+MAX_SCHEDULE_AHEAD_S = 30 * 86_400
+
+
+def _with_offset(text: str) -> str:
+    # Naive times are refused rather than taken as UTC: a producer's local time read as UTC
+    # would send hours early or late, silently.
+    try:
+        has_offset = datetime.fromisoformat(text).tzinfo is not None
+        parse_instant(text)
+    except ValueError:
+        raise ValueError("an RFC 3339 date-time, e.g. 2026-01-31T12:00:00Z") from None
+    if not has_offset:
+        raise ValueError("a date-time with its offset (Z or +hh:mm), e.g. 2026-01-31T12:00:00Z")
+    return text
+
+
+DeliverAt = Annotated[str, StringConstraints(max_length=64), AfterValidator(_with_offset)]
+DelaySeconds = Annotated[int, Field(ge=0, le=MAX_SCHEDULE_AHEAD_S)]
+
+
 class EventIn(_Strict):
     type: EventType
     data: dict[str, Any]
     channels: Channels = None
     application: NewApplicationIn | None = None
+    # When its deliveries are due (one of the two at most; api/scheduling.py deliver_at_ms).
+    deliver_at: DeliverAt | None = None
+    delay_seconds: DelaySeconds | None = None
 
 
 class ExampleIn(_Strict):

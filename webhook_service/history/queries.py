@@ -155,7 +155,7 @@ def attempts_of(delivery_id: str) -> Rows:
 
 _EVENT_COLUMNS = (
     _e.c.id, _e.c.type, _e.c.created_ms, _e.c.key_id, _e.c.expunged_ms, _e.c.application,
-    _e.c.channels, _e.c.example,
+    _e.c.channels, _e.c.example, _e.c.deliver_at_ms,
 )  # fmt: skip
 
 

@@ -33,6 +33,7 @@ from webhook_service.ids import looks_like
 from webhook_service.store.deliveries import Attempt, DeliveryRecord, DeliveryStore
 from webhook_service.store.events import EventRecord, EventStore
 from webhook_service.store.refusals import refused
+from webhook_service.store.states import LIVE_STATUSES
 
 # How many rows one page of deliveries may read, and for how long, when its filters are not
 # all held by the index it walks, before it returns what it has and a cursor to go on from:
@@ -98,7 +99,7 @@ class HistoryReader:
     async def _latest(self, records: list[DeliveryRecord]) -> list[DeliveryRecord]:
         """The records, each pending one as Redis has it now (if Redis still holds it), with
         the application the log has (Redis's record has none)."""
-        pending = [r.id for r in records if r.status == "pending"]
+        pending = [r.id for r in records if r.status in LIVE_STATUSES]
         if not pending:
             return records
         try:
@@ -218,4 +219,5 @@ class HistoryReader:
             application=row.application,
             channels=_channels(row.channels),
             example=bool(row.example),
+            deliver_at_ms=row.deliver_at_ms,
         )

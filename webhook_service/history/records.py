@@ -58,6 +58,7 @@ class EventLogged:
     application: str | None = None  # None: an operational event's
     channels: tuple[str, ...] = ()
     example: bool = False  # sent to one endpoint as an example
+    deliver_at_ms: int | None = None  # its deliver_at: scheduled deliveries are due then
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,7 @@ def parse(entry: Entry) -> Record:
                 application=r.get("app") or None,
                 channels=_channels(r.get("ch")),
                 example=r.get("ex") is True,
+                deliver_at_ms=_int_or_none(r.get("at")),
             )
         if (raw := fields.get(OutboxField.REPLAY)) is not None:
             r = orjson.loads(raw)

@@ -26,6 +26,7 @@ import sqlalchemy as sa
 
 from webhook_service.history import partitions, tables
 from webhook_service.ids import id_bound, id_time_ms
+from webhook_service.store.states import LIVE_STATUSES
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ def _held_back(conn: sa.Connection, cutoff: int, lost_before: int) -> int:
     d = tables.deliveries.c
     oldest = conn.execute(
         sa.select(sa.func.min(d.id)).where(
-            d.status == "pending",
+            d.status.in_(LIVE_STATUSES),
             d.id >= id_bound("dlv", lost_before, upper=False),
             d.id < id_bound("dlv", cutoff, upper=False),
         )

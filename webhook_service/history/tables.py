@@ -28,6 +28,8 @@ events = sa.Table(
     sa.Column("channels", sa.JSON(none_as_null=True)),
     # TRUE: an example sent to one endpoint (api/events.py send_example); NULL: not one.
     sa.Column("example", sa.Boolean),
+    # When its deliveries were due (api/scheduling.py); NULL: at once, none was given.
+    sa.Column("deliver_at_ms", sa.BigInteger),
 )
 
 deliveries = sa.Table(

@@ -42,6 +42,7 @@ def event_row(
     channels: Sequence[str] = (),
     expunged_ms: int | None = None,
     example: bool = False,
+    deliver_at_ms: int | None = None,
 ) -> Row:
     return {
         "id": event_id,
@@ -54,6 +55,7 @@ def event_row(
         "application": application,
         "channels": list(channels) or None,
         "example": True if example else None,
+        "deliver_at_ms": deliver_at_ms,
     }
 
 
@@ -78,6 +80,7 @@ def _new_delivery(
     application: str | None,
     created_ms: int,
     d: NewDelivery,
+    deliver_at_ms: int | None = None,
 ) -> Row:
     return {
         "id": d.id,
@@ -88,7 +91,7 @@ def _new_delivery(
         "status": d.status,
         "attempts": 0,
         "updated_ms": created_ms,
-        "next_at_ms": created_ms if d.status == "pending" else None,
+        "next_at_ms": {"pending": created_ms, "scheduled": deliver_at_ms}.get(d.status),
         "log_seq": seq,
         "application": application,
     }
@@ -144,11 +147,18 @@ def write(conn: sa.Connection, records: Sequence[Record]) -> None:
                     application=record.application,
                     channels=record.channels,
                     example=record.example,
+                    deliver_at_ms=record.deliver_at_ms,
                 )
             )
             deliveries += (
                 _new_delivery(
-                    record.seq, record.id, record.type, record.application, record.created_ms, d
+                    record.seq,
+                    record.id,
+                    record.type,
+                    record.application,
+                    record.created_ms,
+                    d,
+                    record.deliver_at_ms,
                 )
                 for d in record.deliveries
             )

@@ -15,7 +15,7 @@ from webhook_service.ids import delivery_event, delivery_tail, id_time_ms, new_i
 from webhook_service.store import keys
 from webhook_service.store.endpoints import decode_schedule, decode_timeout
 from webhook_service.store.scripts import Scripts
-from webhook_service.store.states import Status
+from webhook_service.store.states import Status, shown_status
 from webhook_service.timeutil import iso
 
 if TYPE_CHECKING:  # counts.py imports this module for RecordOutcome
@@ -325,7 +325,7 @@ class DeliveryRecord:
     # them, a page has no use for response bodies).
     FIELDS = (
         "event", "endpoint", "type", "status", "attempts", "next_at", "created", "updated",
-        "code", "error", "class",
+        "code", "error", "class", "sched",
     )  # fmt: skip
 
     @classmethod
@@ -340,13 +340,14 @@ class DeliveryRecord:
         fields"): event_type is then the type of the event the id names, endpoint_id the
         endpoint its tail names (DeliveryStore._read looks both up)."""
         status = cast(Status, raw["status"])  # the scripts write no other value
+        attempts = int(raw["attempts"])
         return cls(
             id=delivery_id,
             event_id=raw.get("event") or delivery_event(delivery_id),
             endpoint_id=raw.get("endpoint") or endpoint_id or "",
             event_type=raw.get("type") or event_type or "",
-            status=status,
-            attempts=int(raw["attempts"]),
+            status=shown_status(status, attempts, raw.get("next_at"), raw.get("sched")),
+            attempts=attempts,
             next_at_ms=int(raw["next_at"]) if status == "pending" else None,
             created_ms=int(raw["created"]) if raw.get("created") else id_time_ms(delivery_id),
             updated_ms=int(raw["updated"]),

@@ -1,8 +1,9 @@
 """Accepting events: the one atomic step behind every 202, and reading events back.
 
-Each script here has its arguments (``IngestArgs``, ``ReplayArgs``, ``ExpungeArgs``: ``argv``
-gives them in the order the script's head names them) and its parsed reply (``Accepted``,
-``Replayed``, ``Expunged``), whose outcome is one of the script's answers."""
+Each script here has its arguments (``IngestArgs``, ``ReplayArgs``, ``ExpungeArgs``,
+``ScheduleCancelArgs``: ``argv`` gives them in the order the script's head names them) and
+its parsed reply (``Accepted``, ``Replayed``, ``Expunged``, ``ScheduleCancelled``), whose
+outcome is one of the script's answers."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from webhook_service.ids import event_deliveries, id_time_ms, mark_of, new_id
 from webhook_service.store import keys
 from webhook_service.store.applications import DEFAULT_APP_ID, DEFAULT_APPLICATION, NewApplication
 from webhook_service.store.scripts import Scripts
+from webhook_service.store.states import CANCELLED
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,9 @@ class IngestArgs:
     # the fan-out leaves out (api/endpoint_filters.py).
     filter_version: int | None = None
     filtered_out: tuple[str, ...] = ()
+    # The event's deliver_at (ms; None: none): kept with it, and its deliveries are due
+    # then, without a wake-up now, when that is later than now_ms (common.lua create_event).
+    deliver_at_ms: int | None = None
 
     def __post_init__(self) -> None:
         if self.create_app is not None and self.create_app.id != self.app_id:
@@ -125,6 +130,7 @@ class IngestArgs:
             self.only_endpoint or "",
             "" if self.filter_version is None else self.filter_version,
             orjson.dumps(self.filtered_out).decode() if self.filtered_out else "",
+            "" if self.deliver_at_ms is None else self.deliver_at_ms,
         ]  # fmt: skip
 
 
@@ -138,7 +144,7 @@ class Accepted:
     fanout: int = 0
     woken: bool = False  # their wake-ups are queued already (InlineWakeup)
     retry_after_ms: int = 0  # THROTTLED: when the application's limit takes one more
-    # CREATED: every delivery made, pending or kept (a disabled endpoint's).
+    # CREATED: every delivery made, pending, scheduled or kept (a disabled endpoint's).
     deliveries: tuple[str, ...] = ()
 
     @classmethod
@@ -148,7 +154,8 @@ class Accepted:
         ``args`` describe, which the script does not send back."""
         outcome = IngestOutcome(reply[0])
         if outcome is IngestOutcome.CREATED:
-            # Only pending deliveries need a worker; a disabled endpoint's wait for recovery.
+            # Only pending deliveries need a worker now; a disabled endpoint's wait for
+            # recovery, scheduled ones for the scheduler's claim at their time.
             return cls(
                 outcome, args.event_id, args.event_type, args.now_ms, tuple(reply[2]),
                 len(reply[1]), args.wakeup is not None, deliveries=tuple(reply[1]),
@@ -251,6 +258,41 @@ class Expunged:
         return cls(ExpungeOutcome(reply[0]))
 
 
+class CancelOutcome(StrEnum):
+    """What schedule_cancel.lua answers."""
+
+    CANCELLED = "cancelled"  # ScheduleCancelled.count deliveries ended
+    NONE = "none"  # none of its deliveries is scheduled (any more): nothing done
+    MISSING = "missing"  # no such event in Redis, or one sent with another key than the sender's
+
+
+@dataclass(frozen=True)
+class ScheduleCancelArgs:
+    """schedule_cancel.lua's arguments, in the order its head names them."""
+
+    event_id: str
+    now_ms: int
+    sender: str | None  # the API key id the event must have been sent with; None: any
+
+    def keys(self) -> list[str]:
+        return [keys.event(self.event_id)]
+
+    def argv(self) -> list[str | int | float]:
+        return [self.event_id, self.now_ms, self.sender or "", CANCELLED]
+
+
+@dataclass(frozen=True)
+class ScheduleCancelled:
+    outcome: CancelOutcome
+    count: int = 0
+
+    @classmethod
+    def parse(cls, reply: list[Any]) -> ScheduleCancelled:
+        """schedule_cancel.lua's reply: {'cancelled', n} or {why}."""
+        outcome = CancelOutcome(reply[0])
+        return cls(outcome, int(reply[1]) if outcome is CancelOutcome.CANCELLED else 0)
+
+
 @dataclass(frozen=True)
 class EventRecord:
     id: str
@@ -263,6 +305,7 @@ class EventRecord:
     # Redis lets them go after the fan-out: a record read from Redis has none, the log's has.
     channels: tuple[str, ...] = ()
     example: bool = False  # sent to one endpoint as an example (IngestArgs.only_endpoint)
+    deliver_at_ms: int | None = None  # when its deliveries were due (IngestArgs'), if set
 
 
 class EventStore:
@@ -289,6 +332,7 @@ class EventStore:
         only_endpoint: str | None = None,
         filter_version: int | None = None,
         filtered_out: tuple[str, ...] = (),
+        deliver_at_ms: int | None = None,
     ) -> Accepted:
         """Store the event (an id of ``app_id``'s mark) in ``app_id`` and fan it out to that
         application's endpoints that take its type and channels. ``create_app`` is made
@@ -298,11 +342,12 @@ class EventStore:
         the default application: the one of a caller bound to none. ``only_endpoint``: an
         example for that endpoint alone (NO_ENDPOINT when it is not ``app_id``'s).
         ``filtered_out``: endpoints left out by their filters, evaluated at
-        ``filter_version`` (STALE when that is no longer the application's)."""
+        ``filter_version`` (STALE when that is no longer the application's).
+        ``deliver_at_ms``: its deliveries are due then, if that is later than ``now_ms``."""
         args = IngestArgs(
             now_ms, event_id, event_type, body, key_id, budget, grace_ms, idempotency, wakeup,
             backlog_max, app_id, channels, create_app, only_endpoint, filter_version,
-            filtered_out,
+            filtered_out, deliver_at_ms,
         )  # fmt: skip
         return Accepted.parse(await self._scripts.run("ingest", args.keys(), args.argv()), args)
 
@@ -324,6 +369,7 @@ class EventStore:
             application=raw.get("app") or None,
             channels=tuple(orjson.loads(raw["ch"])) if raw.get("ch") else (),
             example=raw.get("example") == "1",
+            deliver_at_ms=int(raw["at"]) if raw.get("at") else None,
         )
 
     async def replay(
@@ -356,3 +402,12 @@ class EventStore:
         key id ``sender`` (None: with any key)."""
         args = ExpungeArgs(event_id, now_ms, sender)
         return Expunged.parse(await self._scripts.run("expunge", args.keys(), args.argv()))
+
+    async def cancel_schedule(
+        self, event_id: str, now_ms: int, *, sender: str | None
+    ) -> ScheduleCancelled:
+        """End the event's scheduled deliveries not attempted yet (``failed``, last_error
+        ``cancelled``); ``sender`` as for ``expunge_payload``."""
+        args = ScheduleCancelArgs(event_id, now_ms, sender)
+        reply = await self._scripts.run("schedule_cancel", args.keys(), args.argv())
+        return ScheduleCancelled.parse(reply)

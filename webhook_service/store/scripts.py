@@ -55,6 +55,7 @@ NAMES = (
     "app_save",
     "app_end",
     "ops_emit",
+    "schedule_cancel",
 )
 
 

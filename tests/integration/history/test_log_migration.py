@@ -129,7 +129,7 @@ async def test_0002_gives_the_rows_already_there_to_the_default_application(
 
     upgrade(old_log)
 
-    assert revisions(old_log) == {"0003"}
+    assert revisions(old_log) == {"0004"}
     _e, _d = tables.events, tables.deliveries
     with old_log.connect() as conn:
         events = conn.execute(sa.select(_e.c.id, _e.c.application, _e.c.channels)).all()

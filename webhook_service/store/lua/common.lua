@@ -176,15 +176,22 @@ end
 -- One delivery of an event to an endpoint; returns its id and status, or nil when the
 -- endpoint's channels leave the event out (takes: `wanted` is channel_filter's).
 -- The id is 'dlv_', part (the event's id body, or a replay's own, 26 characters), then
--- the endpoint's tail: ids.delivery_id.
-local function create_delivery(now, part, event_id, ep, etype, budget, due_at, wanted)
+-- the endpoint's tail: ids.delivery_id. `at` (ms, nil = now): a scheduled delivery, due
+-- then and not before; it stays 'pending' for every script and keeps `sched` (its time)
+-- beside next_at, so readers show it 'scheduled' until its first attempt (store/states.py
+-- shown_status), and so does the status this returns for the log record.
+local function create_delivery(now, part, event_id, ep, etype, budget, due_at, wanted, at)
   local e = redis.call('HMGET', K.endpoint .. ep, 'disabled', 'seq', 'channels')
   if not takes(wanted, e[3]) then return nil end
   local id = 'dlv_' .. part .. endpoint_tail(e[2])
   local status = 'pending'
   if e[1] == '1' then status = 'disabled' end
-  local fields = {'status', status, 'attempts', 0, 'budget', budget, 'next_at', now,
+  local fields = {'status', status, 'attempts', 0, 'budget', budget, 'next_at', at or now,
     'updated', now}
+  if at then
+    table.insert(fields, 'sched')
+    table.insert(fields, at)
+  end
   if event_id ~= 'msg_' .. part then
     table.insert(fields, 'event')
     table.insert(fields, event_id)
@@ -198,7 +205,8 @@ local function create_delivery(now, part, event_id, ep, etype, budget, due_at, w
   redis.call('HSET', K.delivery .. id, unpack(fields))
   count_outcome(status)
   if status == 'pending' then count_pending(ep, 1) end
-  if status == 'pending' then redis.call('ZADD', K.due, due_at, id) end
+  if status == 'pending' then redis.call('ZADD', K.due, at or due_at, id) end
+  if at and status == 'pending' then return id, 'scheduled' end
   return id, status
 end
 
@@ -206,17 +214,22 @@ end
 -- ev: {id, type, body, key (the producer's API key id), idem (its idempotency key, '' for
 -- none), app (its application, '' for our operational events), channels (a list; nil for
 -- our operational events and examples: no filter), example (true: an example sent to one
--- endpoint, so marked in the event and its log record)}.
+-- endpoint, so marked in the event and its log record), at (its deliver_at, ms; nil =
+-- none: kept in the event and its log record, and its deliveries scheduled for then when
+-- that is later than now)}.
 -- A disabled endpoint's delivery is kept in status 'disabled' (recover re-sends it later);
 -- the others are due at due_at, the safety net that re-wakes them if the API's wake-up is
--- lost. Returns every delivery id and the pending ones.
+-- lost, or, scheduled, at their time (the scheduler's claim wakes them: no wake-up now).
+-- Returns every delivery id and the pending ones that want a wake-up now.
 local function create_event(now, ev, endpoints, budget, due_at)
   local event_part = string.sub(ev.id, 5)
   local wanted = channel_filter(ev.channels)
+  local at = nil
+  if ev.at and ev.at > now then at = ev.at end
   local ids, pending, tails, reached, statuses = {}, {}, {}, {}, {}
   for _, ep in ipairs(endpoints) do
     local id, status = create_delivery(now, event_part, ev.id, ep, ev.type, budget, due_at,
-      wanted)
+      wanted, at)
     if id then
       ids[#ids + 1] = id
       tails[#tails + 1] = string.sub(id, 31)
@@ -230,10 +243,12 @@ local function create_event(now, ev, endpoints, budget, due_at)
   if ev.idem ~= '' then rec.idem = ev.idem end
   if ev.channels and #ev.channels > 0 then rec.ch = ev.channels end
   if ev.example then rec.ex = true end
+  if ev.at then rec.at = ev.at end
   redis.call('XADD', K.outbox, '*', LOG.event, cjson.encode(rec), LOG.body, ev.body)
   redis.call('HSET', K.event .. ev.id, 'type', ev.type, 'body', ev.body, 'key', ev.key, 'app',
     ev.app, 'dlvs', table.concat(tails, ','), 'live', #ids)
   if ev.example then redis.call('HSET', K.event .. ev.id, 'example', '1') end
+  if ev.at then redis.call('HSET', K.event .. ev.id, 'at', ev.at) end
   if now ~= id_time(ev.id) then redis.call('HSET', K.event .. ev.id, 'created', now) end
   return ids, pending
 end

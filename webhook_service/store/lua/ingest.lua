@@ -45,6 +45,10 @@ local filter_v = ARGV[23]             -- the application's filter version the AP
                                       -- its endpoints' filters with ('' = none: an example)
 local filtered_out = ARGV[24]         -- the filtered endpoints the event does not pass, a
                                       -- JSON list, left out of the fan-out ('' = none)
+local deliver_at = tonumber(ARGV[25]) -- the event's deliver_at, ms ('' = none): its
+                                      -- deliveries are due then, with no wake-up now,
+                                      -- unless that is now or past (common.lua
+                                      -- create_event)
 -- Returns {'created', ids, pending ids}, {'replay', event id, type, created ms, fanout},
 -- {'throttled', ms to wait} or {why}: 'no_app', 'no_endpoint' (`only` is no endpoint of the
 -- application), 'mismatch', 'in_flight', 'backlog_full', 'stale' (`filter_v` is no longer
@@ -102,8 +106,8 @@ if only ~= '' then
 end
 local due_at = now + grace_ms
 local ids, pending = create_event(now, {id = event_id, type = etype, body = body, key = key_id,
-  idem = idem_sent, app = app, channels = channels, example = only ~= ''}, targets, budget,
-  due_at)
+  idem = idem_sent, app = app, channels = channels, example = only ~= '', at = deliver_at},
+  targets, budget, due_at)
 -- Kept for a replay, which fans out by them again; most events have none and pay nothing.
 if channels_json ~= '' then redis.call('HSET', K.event .. event_id, 'ch', channels_json) end
 redis.call('HINCRBY', K.metrics, 'events_accepted', 1)
