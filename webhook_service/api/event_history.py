@@ -22,7 +22,13 @@ from webhook_service.api.scopes import Scope
 from webhook_service.api.tenancy import ensure_live, ensure_visible, visible_application
 from webhook_service.filters import FilterEvent
 from webhook_service.history.filters import EventFilter
-from webhook_service.store.events import EventRecord, ExpungeOutcome, Replayed, ReplayOutcome
+from webhook_service.store.events import (
+    CancelOutcome,
+    EventRecord,
+    ExpungeOutcome,
+    Replayed,
+    ReplayOutcome,
+)
 from webhook_service.timeutil import iso, now_ms
 
 routes = web.RouteTableDef()
@@ -178,3 +184,23 @@ async def expunge_payload(request: web.Request) -> web.Response:
     if expunged.outcome is ExpungeOutcome.MISSING:
         raise ProblemError(404, _NO_EVENT)
     return web.Response(status=204)
+
+
+@tenant_route(routes, "DELETE", "/v1/events/{event_id}/schedule")
+async def cancel_schedule(request: web.Request) -> web.Response:
+    """End the event's scheduled deliveries not yet attempted (``failed``, last_error
+    ``cancelled``: store/states.py says why not a status of their own)."""
+    svc = services(request)
+    record = await load_event(request)
+    sender = _sender(request)
+    if sender is not None and record.key_id != sender:
+        raise ProblemError(404, _NO_EVENT)  # as replay and expunge answer another's event
+    cancelled = await svc.events.cancel_schedule(record.id, now_ms(), sender=sender)
+    if cancelled.outcome is not CancelOutcome.CANCELLED:
+        # MISSING: the event is in the log alone, every delivery of it ended long ago.
+        raise ProblemError(
+            409,
+            "No delivery of this event is scheduled any more: none was, or each has been "
+            "attempted, is being sent or has ended.",
+        )
+    return web.json_response({"cancelled": cancelled.count})

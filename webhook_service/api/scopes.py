@@ -73,6 +73,7 @@ ROUTE_SCOPES: dict[tuple[str, str], Scope | None] = {
     ("GET", "/v1/events"): Scope.EVENTS_READ,
     ("POST", "/v1/events/{event_id}/replay"): Scope.EVENTS_WRITE,
     ("DELETE", "/v1/events/{event_id}/payload"): Scope.EVENTS_WRITE,
+    ("DELETE", "/v1/events/{event_id}/schedule"): Scope.EVENTS_WRITE,
     ("GET", "/v1/endpoints/{endpoint_id}/stats"): Scope.DELIVERIES_READ,
     # The event-type catalog (api/event_types.py): read by whoever reads events.
     ("GET", "/v1/event-types"): Scope.EVENTS_READ,
