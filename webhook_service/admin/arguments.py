@@ -14,12 +14,17 @@ _RELATIVE = re.compile(r"^(\d+)(s|m|min|h|d)$")
 _UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 
 
+def span_seconds(text: str) -> int | None:
+    """A span (``90s``, ``15m``, ``2h``, ``7d``) in seconds; None when ``text`` is none."""
+    match = _RELATIVE.match(text.strip())
+    return None if match is None else int(match.group(1)) * _UNITS[match.group(2)]
+
+
 def instant(text: str, now: int | None = None) -> str:
     """An ISO 8601 instant, or a span back from now (``90s``, ``15m``, ``2h``, ``7d``), as the
     ISO 8601 UTC the API takes."""
-    match = _RELATIVE.match(text.strip())
-    if match:
-        seconds = int(match.group(1)) * _UNITS[match.group(2)]
+    seconds = span_seconds(text)
+    if seconds is not None:
         base = datetime.fromtimestamp((now_ms() if now is None else now) / 1000, tz=UTC)
         return iso(int((base - timedelta(seconds=seconds)).timestamp() * 1000))
     try:
@@ -52,7 +57,9 @@ def add_delivery_filters(parser: argparse.ArgumentParser, *, history: bool) -> N
     """The filters of GET /v1/deliveries; ``history=False``: only those bulk retry takes."""
     parser.add_argument("--endpoint", dest="endpoint_id", metavar="ENDPOINT_ID")
     parser.add_argument("--event", dest="event_id", metavar="EVENT_ID")
-    parser.add_argument("--status", choices=("pending", "succeeded", "failed", "disabled"))
+    parser.add_argument(
+        "--status", choices=("pending", "scheduled", "succeeded", "failed", "disabled")
+    )
     parser.add_argument("--event-type", metavar="TYPE")
     parser.add_argument("--since", type=instant, help="ISO 8601, or a span back: 15m, 2h, 7d")
     parser.add_argument("--until", type=instant, help="ISO 8601, or a span back: 15m, 2h, 7d")

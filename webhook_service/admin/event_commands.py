@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from webhook_service.admin import views
-from webhook_service.admin.arguments import IN_ANY, IN_EVERY, add_app_option, add_paging, instant
+from webhook_service.admin.arguments import (
+    IN_ANY,
+    IN_EVERY,
+    add_app_option,
+    add_paging,
+    instant,
+    span_seconds,
+)
 from webhook_service.admin.command import Context, Handler, Subcommands, UsageError, add_action
 from webhook_service.client.aio import AsyncWebhookClient
+from webhook_service.client.attempts import Schedule
 
 
 def payload(text: str) -> dict[str, Any]:
@@ -33,6 +42,28 @@ def payload(text: str) -> dict[str, Any]:
     return data
 
 
+def deliver_at(text: str) -> datetime:
+    """--deliver-at: an ISO 8601 time with its offset (a naive one is refused, as the API
+    refuses it: whose local time it is would be a guess)."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 time") from None
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no offset: add Z or +hh:mm")
+    return moment
+
+
+def delay(text: str) -> int:
+    """--delay: whole seconds, or a span ahead (``90s``, ``15m``, ``2h``, ``7d``)."""
+    if text.isascii() and text.isdigit():
+        return int(text)
+    seconds = span_seconds(text)
+    if seconds is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither seconds nor a span like 15m, 2h")
+    return seconds
+
+
 # The producer client always names the application; this is the default one's uid.
 DEFAULT_APP = "default"
 
@@ -50,6 +81,7 @@ async def send_event(ctx: Context) -> None:
             args.idempotency_key,
             channels=args.channels,
             create_as=args.create_as,
+            schedule=Schedule(args.deliver_at, args.delay),
         )
     ctx.out.show({"id": event_id}, lambda: event_id)
 
@@ -105,6 +137,15 @@ def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     send.add_argument(
         "--create-as", metavar="NAME",
         help="create the application --app (a uid) with this name if it does not exist",
+    )  # fmt: skip
+    when = send.add_mutually_exclusive_group()
+    when.add_argument(
+        "--deliver-at", type=deliver_at, metavar="TIME",
+        help="deliver then, not before: ISO 8601 with its offset, at most 30 days ahead",
+    )  # fmt: skip
+    when.add_argument(
+        "--delay", type=delay, metavar="SECONDS",
+        help="deliver this long after it is stored: seconds, or 90s, 15m, 2h, 7d",
     )  # fmt: skip
 
     listing = action("list", list_events, "list events, newest first, without payloads", IN_EVERY)

@@ -195,6 +195,7 @@ def event_fields(event: JSON) -> str:
             ("type", event["type"]),
             ("channels", d.channels(event)),
             ("accepted", d.moment(event["timestamp"])),
+            ("deliver at", d.moment(event.get("deliver_at"))),
             ("deliveries", len(event["deliveries"])),
         ]
     )

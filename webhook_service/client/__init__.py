@@ -7,7 +7,7 @@ tries, so a retry after a lost answer never stores the event twice.
 """
 
 from webhook_service.client.aio import AsyncWebhookClient
-from webhook_service.client.attempts import Backoff
+from webhook_service.client.attempts import Backoff, Schedule
 from webhook_service.client.errors import (
     APIError,
     AuthenticationError,
@@ -32,6 +32,7 @@ __all__ = [
     "InvalidEvent",
     "PortalLink",
     "ProblemDetails",
+    "Schedule",
     "ServerError",
     "TransportError",
     "WebhookClient",

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
 
@@ -124,14 +125,39 @@ def events_url(base_url: str, app: str) -> str:
     return application_url(base_url, app, "events")
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """When an event's deliveries are due: at ``deliver_at`` (an aware datetime), or
+    ``delay_seconds`` after the API accepts it; neither: at once. One at most."""
+
+    deliver_at: datetime | None = None
+    delay_seconds: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.deliver_at is not None and self.delay_seconds is not None:
+            raise ValueError("give deliver_at or delay_seconds, not both")
+        if self.deliver_at is not None and self.deliver_at.tzinfo is None:
+            # The API refuses a naive time rather than guess its zone.
+            raise ValueError("deliver_at needs a time zone (an aware datetime)")
+
+    def fields(self) -> dict[str, Any]:
+        if self.deliver_at is not None:
+            return {"deliver_at": self.deliver_at.isoformat()}
+        if self.delay_seconds is not None:
+            return {"delay_seconds": self.delay_seconds}
+        return {}
+
+
 def event_body(
     event_type: str,
     data: Mapping[str, Any],
     channels: Sequence[str] | None,
     create_as: str | None,
+    schedule: Schedule | None = None,
 ) -> bytes:
     """The event as the API takes it: ``channels`` narrow its fan-out within the application;
-    ``create_as`` names the application to create with it if the path's uid names none."""
+    ``create_as`` names the application to create with it if the path's uid names none;
+    ``schedule`` says when its deliveries are due."""
     if not isinstance(event_type, str):
         raise TypeError("send(app, event_type, data, ...): the application comes first")
     if isinstance(channels, str):
@@ -142,6 +168,8 @@ def event_body(
         event["channels"] = list(channels)
     if create_as is not None:
         event["application"] = {"name": create_as}
+    if schedule is not None:
+        event.update(schedule.fields())
     return orjson.dumps(event)
 
 
@@ -215,11 +243,12 @@ class ClientBase:
         idempotency_key: str | None,
         channels: Sequence[str] | None,
         create_as: str | None,
+        schedule: Schedule | None = None,
     ) -> Attempts:
         return Attempts(
             events_url(self._base_url, app),
             self._api_key,
-            event_body(event_type, data, channels, create_as),
+            event_body(event_type, data, channels, create_as, schedule),
             idempotency_key,
             self._backoff,
         )

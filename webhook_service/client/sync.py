@@ -16,6 +16,7 @@ from webhook_service.client.attempts import (
     ClientBase,
     Headers,
     PreparedRequest,
+    Schedule,
     Step,
 )
 from webhook_service.client.errors import TransportError
@@ -50,12 +51,16 @@ class WebhookClient(ClientBase):
         *,
         channels: Sequence[str] | None = None,
         create_as: str | None = None,
+        schedule: Schedule | None = None,
     ) -> str:
         """Send to the application ``app``, its id (``app_…``) or its uid (the default
         application's is ``"default"``). ``channels``: only its endpoints listing one of them,
         or listing none, receive it. ``create_as``: the name to create ``app`` (a uid) with if
-        it does not exist; without it a missing application is ``InvalidEvent`` (404)."""
-        attempts = self._attempts(app, event_type, data, idempotency_key, channels, create_as)
+        it does not exist; without it a missing application is ``InvalidEvent`` (404).
+        ``schedule``: when its deliveries are due (default: at once)."""
+        attempts = self._attempts(
+            app, event_type, data, idempotency_key, channels, create_as, schedule
+        )
         while not isinstance(step := self._try(attempts), Accepted):
             self._sleep(step.seconds)
         return step.event_id

@@ -17,9 +17,12 @@ from webhook_service.dashboard.endpoint_pages import facts_list
 from webhook_service.dashboard.markup import Markup, join, render
 from webhook_service.dashboard.places import Place
 from webhook_service.dashboard.session import Session
+from webhook_service.store.states import LIVE_STATUSES
 
-STATUS_BADGE = {"succeeded": "ok", "failed": "bad", "pending": "warn", "disabled": "off"}
-STATUSES = ("pending", "succeeded", "failed", "disabled")
+STATUS_BADGE = {
+    "succeeded": "ok", "failed": "bad", "pending": "warn", "scheduled": "later", "disabled": "off",
+}  # fmt: skip
+STATUSES = ("pending", "scheduled", "succeeded", "failed", "disabled")
 STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx", "timeout", "network")
 PAGE_SIZES = ("50", "25", "100", "250")
 # While something is under way, its page reloads itself this often (seconds).
@@ -134,7 +137,7 @@ def delivery_headers(place: Place) -> list[str]:
 
 def _bulk_retry(place: Place, query: dict[str, str], session: Session) -> Markup:
     chosen = {k: query[k] for k in BULK_RETRY_FILTERS if query.get(k)}
-    if not chosen or chosen.get("status") == "pending":
+    if not chosen or chosen.get("status") in LIVE_STATUSES:
         return Markup("")
     what = chosen.get("status", "failed")
     return layout.post_button(
@@ -272,7 +275,7 @@ async def delivery_page(
     request: web.Request, session: Session, api: AdminApi, place: Place
 ) -> web.StreamResponse:
     delivery = await api.delivery(request.match_info["delivery_id"])
-    pending = delivery["status"] == "pending"
+    status = delivery["status"]
     owner = place.of(delivery)
     facts = [
         ("Status", layout.badge(delivery["status"], STATUS_BADGE[delivery["status"]])),
@@ -293,8 +296,11 @@ async def delivery_page(
     ]
     if place.app is None:
         facts.insert(2, ("Application", _application_link(place, delivery)))
-    if pending:
+    if status == "pending":
         action = render('<p class="pending">Pending: a worker is on it. This page follows it.</p>')
+    elif status == "scheduled":
+        # Its event's deliver_at: the cancel is the event's (DELETE …/schedule), not a retry.
+        action = render('<p class="pending">Scheduled: sent at its next attempt time.</p>')
     else:
         action = layout.post_button(
             place.path("deliveries", delivery["id"], "retry"), "Retry now", session, css="primary"
@@ -308,7 +314,7 @@ async def delivery_page(
         trail=[("Deliveries", place.path("deliveries"))],
         active="deliveries",
         note=layout.notice(request),
-        refresh=REFRESH if pending or _log_behind(delivery) else None,
+        refresh=REFRESH if status == "pending" or _log_behind(delivery) else None,
     )
 
 

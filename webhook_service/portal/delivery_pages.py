@@ -30,6 +30,7 @@ from webhook_service.portal.place import path
 from webhook_service.portal.session import PortalSession
 from webhook_service.portal.views import portal_action, portal_page
 from webhook_service.portal_access import Capability
+from webhook_service.store.states import LIVE_STATUSES
 
 # The filters a subscriber needs: by endpoint and by outcome (the API has more).
 FILTERS = ("endpoint_id", "status", "event_type")
@@ -102,7 +103,7 @@ def attempts_section(delivery: JSON, session: PortalSession) -> Markup:
         else Markup("")
     )
     retry = Markup("")
-    if Capability.RETRY in session.capabilities and delivery["status"] != "pending":
+    if Capability.RETRY in session.capabilities and delivery["status"] not in LIVE_STATUSES:
         retry = dashboard_layout.post_button(
             path("deliveries", delivery["id"], "retry"), "Retry now", session, css="primary"
         )
