@@ -87,12 +87,16 @@ B event:{msg}                hash   type, created (ms) (**), body (the exact byt
                                     then no body), ch (its channels, JSON list; only
                                     when it has some: a replay fans out by them again),
                                     example ('1': sent to one endpoint as an example;
-                                    no field otherwise)
+                                    no field otherwise), at (its deliver_at, ms; only
+                                    when it was given)
 B delivery:{dlv}             hash   event (**), endpoint (**), type (**), status,
                                     attempts, budget, next_at, created (**), updated,
                                     code, error, lease, lease_until, class (of the last
-                                    attempt: 2xx..5xx, timeout, network). Only while it
-                                    is in flight, and WEBHOOK_HOT_SECONDS after it
+                                    attempt: 2xx..5xx, timeout, network), sched (ms:
+                                    the deliver_at it was made for, when that was
+                                    ahead; shown scheduled while next_at is that
+                                    and no attempt was made, store/states.py). Only
+                                    while it is in flight, and WEBHOOK_HOT_SECONDS after it
                                     finished (then the log alone holds it, with its
                                     attempts). Nothing dead is kept: code and error only
                                     when not empty, lease and lease_until only while
