@@ -109,3 +109,19 @@ async def test_no_deliver_at_writes_no_field(client: Redis) -> None:
     assert "sched" not in await client.hgetall(keys.delivery(delivery_id))
     [entry] = await buckets.outbox(client)
     assert "at" not in json.loads(entry[1][keys.OutboxField.EVENT])
+
+
+async def test_a_disabled_endpoints_delivery_is_held_not_scheduled(client: Redis) -> None:
+    scripts = Scripts(client)
+    endpoint = await save_endpoint(scripts, TYPE, NOW - 1)
+    await client.hset(keys.endpoint(endpoint), "disabled", "1")
+
+    accepted = await _accept(client, AT)
+
+    [delivery_id] = accepted.deliveries
+    raw = await client.hgetall(keys.delivery(delivery_id))
+    assert raw["status"] == "disabled" and "sched" not in raw
+    assert await client.zscore(keys.due(keys.bucket_of(delivery_id)), delivery_id) is None
+    [logged] = parse_all(await buckets.outbox(client))
+    assert isinstance(logged, EventLogged)
+    assert [d.status for d in logged.deliveries] == ["disabled"]

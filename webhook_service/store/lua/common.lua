@@ -186,6 +186,7 @@ local function create_delivery(now, part, event_id, ep, etype, budget, due_at, w
   local id = 'dlv_' .. part .. endpoint_tail(e[2])
   local status = 'pending'
   if e[1] == '1' then status = 'disabled' end
+  if status ~= 'pending' then at = nil end  -- held for its endpoint: recover sends it
   local fields = {'status', status, 'attempts', 0, 'budget', budget, 'next_at', at or now,
     'updated', now}
   if at then
@@ -206,7 +207,7 @@ local function create_delivery(now, part, event_id, ep, etype, budget, due_at, w
   count_outcome(status)
   if status == 'pending' then count_pending(ep, 1) end
   if status == 'pending' then redis.call('ZADD', K.due, at or due_at, id) end
-  if at and status == 'pending' then return id, 'scheduled' end
+  if at then return id, 'scheduled' end
   return id, status
 end
 
