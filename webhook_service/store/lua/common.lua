@@ -389,10 +389,13 @@ local function lease_one(id, now, token, lease_ms, max_in_flight, app_max, since
   local key = K.delivery .. id
   local d = redis.call('HMGET', key, 'status', 'attempts', 'next_at', 'lease_until', 'event',
     'endpoint', 'updated')
-  -- A wake-up a little ahead of the retry's time (another process's clock) still sends it:
-  -- up to a tenth of the delay record.lua set (next_at - updated), at most a second. A
-  -- fixed second would let a repeated wake-up send a retry scheduled 1 s on at once.
-  local ahead = math.min(1000, (tonumber(d[3] or '0') - tonumber(d[7] or '0')) / 10)
+  -- A wake-up a little ahead of the delivery's time (another host's clock) still sends it:
+  -- a second for one due at once (a first attempt: nothing to wait for, and a worker whose
+  -- clock runs behind the API's must not leave it to the scheduler), else a tenth of the
+  -- delay record.lua set (next_at - updated), at most a second: a fixed second would let
+  -- a repeated wake-up send a retry scheduled 1 s on at once.
+  local delay = tonumber(d[3] or '0') - tonumber(d[7] or '0')
+  local ahead = delay <= 0 and 1000 or math.min(1000, delay / 10)
   if not d[1] then
     redis.call('ZREM', K.due, id)
     return {id, 'gone'}
