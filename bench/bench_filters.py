@@ -35,8 +35,9 @@ from typing import Any
 
 import orjson
 
+from bench.api_cpu import cpu_rounds
 from bench.bench_validation import per_call_us
-from bench.http_load import build_request, closed_loop
+from bench.http_load import build_request
 from bench.rig import Rig
 from bench.run import RESULTS, machine
 from webhook_service.api.endpoint_filters import LoadedFilters
@@ -111,26 +112,8 @@ async def _rounds_of_ingest(rig: Rig, events: int, rounds: int) -> dict[str, lis
         "filtered": await _application(rig, "filtered", True),
         "plain": await _application(rig, "plain", False),
     }
-    api = rig.children["api"]
-    cpu: dict[str, list[float]] = {name: [] for name in apps}
-    for app_id in apps.values():  # warm: scripts, connections, the filter cache
-        await closed_loop(rig.api_port, _request(rig, app_id), connections=8, count=300)
-    for i in range(rounds):
-        order = ("filtered", "plain") if i % 2 == 0 else ("plain", "filtered")
-        for name in order:
-            await rig.until_shipped()
-            before = api.cpu_seconds()
-            load = await closed_loop(
-                rig.api_port, _request(rig, apps[name]), connections=8, count=events
-            )
-            accepted = load.statuses.get(202, 0)
-            if accepted != events:
-                raise RuntimeError(
-                    f"{name}: {accepted} of {events} accepted, answers {dict(load.statuses)}; "
-                    f"see api.log in {rig.directory}"
-                )
-            cpu[name].append((api.cpu_seconds() - before) / accepted * 1e6)
-    return cpu
+    kinds = {name: _request(rig, app_id) for name, app_id in apps.items()}
+    return await cpu_rounds(rig, kinds, events, rounds)
 
 
 def _request(rig: Rig, app_id: str) -> Callable[[int], bytes]:

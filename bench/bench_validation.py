@@ -39,7 +39,8 @@ import fastjsonschema  # compared in the bench only
 import jsonschema  # type: ignore[import-untyped]  # no stubs installed
 import orjson
 
-from bench.http_load import build_request, closed_loop
+from bench.api_cpu import cpu_rounds
+from bench.http_load import build_request
 from bench.rig import Rig
 from bench.run import RESULTS, machine
 from webhook_service.event_schemas import compile_schema
@@ -149,29 +150,9 @@ async def _rounds_of_ingest(rig: Rig, events: int, rounds: int) -> dict[str, lis
     for name in ("a", "b", "c"):
         await rig.endpoints([f"{name}-v"], WITH_SCHEMA)
         await rig.endpoints([f"{name}-u"], WITHOUT_SCHEMA)
-    api = rig.children["api"]
-    cpu: dict[str, list[float]] = {WITH_SCHEMA: [], WITHOUT_SCHEMA: []}
     data = payload_1k()
-    for kind in (WITH_SCHEMA, WITHOUT_SCHEMA):  # warm: scripts, connections, cache
-        await closed_loop(rig.api_port, _request(rig, kind, data), connections=8, count=300)
-    for i in range(rounds):
-        # Each first in every other round, and the shipper done before each: neither runs
-        # in the other's wake (the scheduler shipping its log records, an AOF growing).
-        order = (WITH_SCHEMA, WITHOUT_SCHEMA) if i % 2 == 0 else (WITHOUT_SCHEMA, WITH_SCHEMA)
-        for kind in order:
-            await rig.until_shipped()
-            before = api.cpu_seconds()
-            load = await closed_loop(
-                rig.api_port, _request(rig, kind, data), connections=8, count=events
-            )
-            accepted = load.statuses.get(202, 0)
-            if accepted != events:
-                raise RuntimeError(
-                    f"{kind}: {accepted} of {events} accepted, answers {dict(load.statuses)}; "
-                    f"see api.log in {rig.directory}"
-                )
-            cpu[kind].append((api.cpu_seconds() - before) / accepted * 1e6)
-    return cpu
+    kinds = {kind: _request(rig, kind, data) for kind in (WITH_SCHEMA, WITHOUT_SCHEMA)}
+    return await cpu_rounds(rig, kinds, events, rounds)
 
 
 def _request(rig: Rig, event_type: str, data: dict[str, Any]) -> Callable[[int], bytes]:
