@@ -60,11 +60,13 @@ from webhook_service.store.deliveries import (
 from webhook_service.store.due import claim_due, count_due
 from webhook_service.store.endpoints import EndpointRecord, EndpointStore, SealedSecret
 from webhook_service.store.events import (
+    CancelOutcome,
     EventStore,
     ExpungeOutcome,
     IdempotencyClaim,
     IngestOutcome,
     ReplayOutcome,
+    ScheduleCancelled,
 )
 from webhook_service.store.jobs import JobStore
 from webhook_service.store.ratelimit import RateLimiter
@@ -294,6 +296,16 @@ async def test_the_hot_path_runs_on_a_cluster_and_never_crosses_a_slot(
     b_event = (await deliveries.get(exhausted_b)).event_id  # type: ignore[union-attr]
     expunged = await events.expunge_payload(b_event, now + 4, sender=None)
     assert expunged.outcome is ExpungeOutcome.EXPUNGED
+    # A scheduled event of B's (due a day on: none to wake now), its schedule cancelled.
+    scheduled_id = new_id("msg", now + 5, mark=mark_of(app_b))
+    scheduled = await events.accept(
+        event_id=scheduled_id, event_type=TYPE, body="{}", key_id="key_c", now_ms=now + 5,
+        budget=3, grace_ms=1000, idempotency=None, wakeup=None, backlog_max=1_000_000,
+        app_id=app_b, deliver_at_ms=now + 86_400_000,
+    )  # fmt: skip
+    assert scheduled.outcome is IngestOutcome.CREATED and scheduled.fanout == 1
+    cancelled = await events.cancel_schedule(scheduled_id, now + 6, sender=None)
+    assert cancelled == ScheduleCancelled(CancelOutcome.CANCELLED, 1)
 
     # claim_due over every bucket: what is due in each, its limit shared out.
     later = now + 10 * LEASE_MS
