@@ -97,6 +97,16 @@ async def test_lands_after_deliver_at_and_is_listed_scheduled_before(
 
     await wait_for(logged_scheduled, timeout=2.5)  # the log ships every 0.2 s
     assert receiver.for_endpoint("sched") == []
+    # The events list says when each is due, as the event does (once the log has them all).
+
+    async def listed_with_their_times() -> bool:
+        status, page, _ = await api.call("GET", "/v1/events?type=sched.lands")
+        assert status == 200, page
+        return {e["id"]: e["deliver_at"] for e in page["data"]} == {
+            event_id: iso(at) for event_id, at in accepted.items()
+        }
+
+    await wait_for(listed_with_their_times, timeout=2.5)
 
     async def all_arrived() -> bool:
         return {r.webhook_id for r in receiver.for_endpoint("sched")} == set(accepted)

@@ -359,6 +359,7 @@ def event_summary_json(event: EventSummary) -> dict[str, Any]:
         "channels": list(event.channels),
         "example": event.example,
         "timestamp": iso(event.created_ms),
+        "deliver_at": None if event.deliver_at_ms is None else iso(event.deliver_at_ms),
         "key_id": event.key_id,
         "deliveries": event.deliveries,
         "payload_deleted": event.payload_deleted,

@@ -91,3 +91,4 @@ class EventSummary:
     application: str | None  # None: an operational event
     channels: tuple[str, ...]
     example: bool = False
+    deliver_at_ms: int | None = None  # its deliver_at, if it had one

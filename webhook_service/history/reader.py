@@ -171,6 +171,7 @@ class HistoryReader:
                 application=row.application,
                 channels=_channels(row.channels),
                 example=bool(row.example),
+                deliver_at_ms=row.deliver_at_ms,
             )
             for row in rows
         ]
