@@ -4,6 +4,7 @@ hash a bucket) read whole, for the tests that look at all of them at once."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import cast
 
 import redis
@@ -39,13 +40,18 @@ async def outbox_length(client: Redis) -> int:
         return sum(int(n) for n in await pipe.execute())
 
 
-async def due(client: Redis) -> dict[str, float]:
-    """Every bucket's due entries: delivery id -> score."""
+async def _every_bucket(client: Redis, key_of: Callable[[int], str]) -> dict[str, float]:
+    """One sorted set kept per bucket, its every bucket's members merged: member -> score."""
     async with client.pipeline(transaction=False) as pipe:
         for bucket in keys.all_buckets():
-            pipe.zrange(keys.due(bucket), 0, -1, withscores=True)
+            pipe.zrange(key_of(bucket), 0, -1, withscores=True)
         parts = cast(list[list[tuple[str, float]]], await pipe.execute())
     return {member: score for part in parts for member, score in part}
+
+
+async def due(client: Redis) -> dict[str, float]:
+    """Every bucket's due entries: delivery id -> score."""
+    return await _every_bucket(client, keys.due)
 
 
 def due_sync(client: redis.Redis) -> dict[str, float]:
@@ -58,11 +64,7 @@ def due_sync(client: redis.Redis) -> dict[str, float]:
 
 async def release(client: Redis) -> dict[str, float]:
     """Every bucket's release set: name -> score."""
-    async with client.pipeline(transaction=False) as pipe:
-        for bucket in keys.all_buckets():
-            pipe.zrange(keys.release(bucket), 0, -1, withscores=True)
-        parts = cast(list[list[tuple[str, float]]], await pipe.execute())
-    return {member: score for part in parts for member, score in part}
+    return await _every_bucket(client, keys.release)
 
 
 async def metrics(client: Redis) -> dict[str, int]:
