@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from webhook_service import logs
+from webhook_service import logs, tracing
 from webhook_service.admin import cli as admin
 from webhook_service.config import Settings
 from webhook_service.crypto import generate_master_key
@@ -29,8 +29,12 @@ def _run_api(settings: Settings) -> int:
     from webhook_service.api.server import build_app
     from workers.celery_app import app
 
-    # The CLI wires the parts: the API publishes its wake-ups through the workers' app.
-    serve(build_app(settings, app if settings.wake_workers else None), settings)
+    tracing.setup("api")
+    try:
+        # The CLI wires the parts: the API publishes its wake-ups through the workers' app.
+        serve(build_app(settings, app if settings.wake_workers else None), settings)
+    finally:
+        tracing.shutdown()  # the spans still buffered leave before the process does
     return 0
 
 
@@ -65,9 +69,13 @@ def _run_scheduler(settings: Settings) -> int:
     client = sync_client(settings.effective_redis_url, RedisTimeouts.of(settings))
     # The shipper has a thread of its own: a slow or absent SQL database never holds up
     # the due deliveries.
-    shipping = start_thread(Shipper(client, sync_engine(settings), settings), stop)
-    Scheduler(client, CeleryWaker(app, settings.batch_size), settings).run(stop)
-    shipping.join(settings.log_timeout * 2)
+    tracing.setup("scheduler")
+    try:
+        shipping = start_thread(Shipper(client, sync_engine(settings), settings), stop)
+        Scheduler(client, CeleryWaker(app, settings.batch_size), settings).run(stop)
+        shipping.join(settings.log_timeout * 2)
+    finally:
+        tracing.shutdown()
     return 0
 
 

@@ -3,6 +3,8 @@
 ``WEBHOOK_LOG_FORMAT=console`` (default) or ``json``. A line carries the ids it is about
 when the code logging it passes them in ``extra`` (``event_id``, ``delivery_id``,
 ``endpoint_id``, and a few details of an attempt), so one delivery's story is a grep away.
+With traces on (``tracing.py``), a line logged within a span also carries its ``trace_id``
+and ``span_id``, to go from the line to the trace and back.
 Only those named fields leave ``extra``, and every record is redacted before any formatter
 sees it (``redaction.py``): no secret reaches a line.
 
@@ -25,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from webhook_service import tracing
 from webhook_service.api.problems import client_error
 from webhook_service.config import Settings
 from webhook_service.log_window import WINDOW, LineWindow
@@ -38,7 +41,12 @@ FIELDS = (*IDS, "attempt", "code", "error", "status")
 
 def _fields(record: logging.LogRecord) -> dict[str, Any]:
     found = {name: record.__dict__.get(name) for name in FIELDS}
-    return {name: value for name, value in found.items() if value is not None}
+    fields = {name: value for name, value in found.items() if value is not None}
+    # Formatted in the thread (and asyncio task) that logged: its current span is the line's.
+    ids = tracing.current_ids() if tracing.enabled() else None
+    if ids is not None:
+        fields["trace_id"], fields["span_id"] = ids
+    return fields
 
 
 class JsonFormatter(logging.Formatter):

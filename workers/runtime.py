@@ -15,6 +15,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from webhook_service import tracing
 from webhook_service.config import Settings
 from webhook_service.delivery.engine import DeliveryEngine
 from webhook_service.delivery.transport import Transport
@@ -56,6 +57,9 @@ _current: Runtime | None = None
 
 
 def build(settings: Settings) -> Runtime:
+    # Here, in the pool's child after the prefork fork, not in the parent: the span
+    # exporter's thread would not survive the fork, and only the children send.
+    tracing.setup("worker")
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="delivery-loop", daemon=True)
     thread.start()
@@ -81,3 +85,4 @@ def shutdown() -> None:
     if _current is not None:
         _current.close()
         _current = None
+    tracing.shutdown()  # the last attempts' spans leave before the child does

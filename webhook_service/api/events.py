@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from webhook_service import tracing
 from webhook_service.api.auth import CALLER, CALLER_KEY_ID
 from webhook_service.api.body import read_json, read_model, validate
 from webhook_service.api.context import services
@@ -98,6 +99,27 @@ async def _destination(request: web.Request, event: EventIn) -> tuple[str, NewAp
 
 @tenant_route(routes, "POST", "/v1/events")
 async def post_event(request: web.Request) -> web.Response:
+    # An invalid traceparent is dropped, not refused: tracing must never cost an event.
+    traceparent = tracing.valid_traceparent(request.headers.get(tracing.TRACEPARENT))
+    resource = request.match_info.route.resource
+    route = resource.canonical if resource is not None else request.path
+    with tracing.ingest_span(request.method, route, traceparent) as span:
+        try:
+            response, outcome = await _post_event(
+                request,
+                # With none from the producer, its attempts link to this span instead.
+                traceparent or tracing.traceparent_of(span.get_span_context()),
+            )
+        except ProblemError as exc:
+            tracing.answered(span, exc.status, exc.kind)
+            raise
+        tracing.answered(span, response.status, outcome)
+        return response
+
+
+async def _post_event(
+    request: web.Request, traceparent: str | None
+) -> tuple[web.Response, IngestOutcome]:
     svc = services(request)
     idem_key = validate_key(request.headers.get(HEADER))
     # Before the body is read: a request that will be refused still costs its sender a
@@ -120,7 +142,7 @@ async def post_event(request: web.Request) -> web.Response:
         )
     accepted = await _accept(
         request, now, app_id, event.type, event.data, claim=claim, create_app=create_app,
-        channels=tuple(event.channels or ()), deliver_at=deliver_at,
+        channels=tuple(event.channels or ()), deliver_at=deliver_at, traceparent=traceparent,
     )  # fmt: skip
     reply = _accepted(
         accepted.event_id, app_id, accepted.event_type, accepted.created_ms, accepted.fanout,
@@ -128,9 +150,11 @@ async def post_event(request: web.Request) -> web.Response:
         deliver_at_ms(event, accepted.created_ms),
     )  # fmt: skip
     if accepted.outcome is IngestOutcome.REPLAY:
-        return _json_202(reply, {REPLAYED_HEADER: "true"})
+        # The first request's event: its id, the one this span names.
+        tracing.note(event_id=accepted.event_id)
+        return _json_202(reply, {REPLAYED_HEADER: "true"}), accepted.outcome
     await _stored(request, accepted, app_id, claim)
-    return _json_202(reply)
+    return _json_202(reply), accepted.outcome
 
 
 @tenant_route(routes, "POST", "/v1/endpoints/{endpoint_id}/send-example")
@@ -186,8 +210,10 @@ async def _accept(
     channels: tuple[str, ...] = (),
     only_endpoint: str | None = None,
     deliver_at: int | None = None,
+    traceparent: str | None = None,
 ) -> Accepted:
-    """The ingest step for one event, past every refusal it may meet (each a problem)."""
+    """The ingest step for one event, past every refusal it may meet (each a problem).
+    ``traceparent``: a valid W3C one, kept with the event (tracing.py)."""
     svc = services(request)
     if event_type in OPERATIONAL_EVENT_TYPES:
         raise ProblemError(
@@ -196,6 +222,7 @@ async def _accept(
             errors=[{"pointer": "/type", "detail": f"{event_type} is reserved"}],
         )
     event_id = new_id("msg", now, mark=mark_of(app_id))  # of its application's bucket
+    tracing.note(event_id=event_id, event_type=event_type, application=app_id)
     await check_event(request, event_id, event_type, data)
     body = orjson.dumps({"type": event_type, "timestamp": iso(now), "data": data}).decode()
     accept = partial(
@@ -216,6 +243,7 @@ async def _accept(
         backlog_max=svc.settings.log_backlog_max,
         only_endpoint=only_endpoint,
         deliver_at_ms=deliver_at,
+        traceparent=traceparent,
     )
     if only_endpoint is not None:
         accepted = await accept()  # an example reaches its endpoint, whatever its filter

@@ -95,6 +95,9 @@ class IngestArgs:
     # The event's deliver_at (ms; None: none): kept with it, and its deliveries are due
     # then, without a wake-up now, when that is later than now_ms (common.lua create_event).
     deliver_at_ms: int | None = None
+    # A valid W3C traceparent (tracing.py), kept as the event's field tp: every attempt's
+    # span links to it. None: none.
+    traceparent: str | None = None
 
     def __post_init__(self) -> None:
         if self.create_app is not None and self.create_app.id != self.app_id:
@@ -131,6 +134,7 @@ class IngestArgs:
             "" if self.filter_version is None else self.filter_version,
             orjson.dumps(self.filtered_out).decode() if self.filtered_out else "",
             "" if self.deliver_at_ms is None else self.deliver_at_ms,
+            self.traceparent or "",
         ]  # fmt: skip
 
 
@@ -333,6 +337,7 @@ class EventStore:
         filter_version: int | None = None,
         filtered_out: tuple[str, ...] = (),
         deliver_at_ms: int | None = None,
+        traceparent: str | None = None,
     ) -> Accepted:
         """Store the event (an id of ``app_id``'s mark) in ``app_id`` and fan it out to that
         application's endpoints that take its type and channels. ``create_app`` is made
@@ -343,11 +348,12 @@ class EventStore:
         example for that endpoint alone (NO_ENDPOINT when it is not ``app_id``'s).
         ``filtered_out``: endpoints left out by their filters, evaluated at
         ``filter_version`` (STALE when that is no longer the application's).
-        ``deliver_at_ms``: its deliveries are due then, if that is later than ``now_ms``."""
+        ``deliver_at_ms``: its deliveries are due then, if that is later than ``now_ms``.
+        ``traceparent``: kept with the event, for its attempts' spans to link to."""
         args = IngestArgs(
             now_ms, event_id, event_type, body, key_id, budget, grace_ms, idempotency, wakeup,
             backlog_max, app_id, channels, create_app, only_endpoint, filter_version,
-            filtered_out, deliver_at_ms,
+            filtered_out, deliver_at_ms, traceparent,
         )  # fmt: skip
         return Accepted.parse(await self._scripts.run("ingest", args.keys(), args.argv()), args)
 
