@@ -15,6 +15,7 @@ from webhook_service.admin import (
     endpoint_commands,
     event_commands,
     event_type_commands,
+    listen,
     stats_command,
 )
 from webhook_service.admin.api import connect
@@ -38,6 +39,9 @@ def register(commands: Subcommands) -> None:
         stats_command,
     ):
         module.register(commands, common)
+    # The first steps' two commands, at the top level: a receiver of one's own, and a send.
+    listen.register(commands, common)
+    event_commands.register_send(commands, common)
 
 
 def explain(error: APIError) -> str:

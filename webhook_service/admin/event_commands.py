@@ -111,19 +111,12 @@ async def replay_event(ctx: Context) -> None:
     ctx.out.show(replayed, lambda: views.deliveries_table(replayed["deliveries"]))
 
 
-def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
-    group = commands.add_parser("events", help="send, list, show and replay events")
-    actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
+SEND_TEXT = "send an event; prints its id once stored"
+SEND_WITHOUT = "default: the default application, uid default; a key bound to another needs --app"
 
-    def action(name: str, handler: Handler, text: str, without: str) -> argparse.ArgumentParser:
-        parser = add_action(actions, common, name, handler, text)
-        add_app_option(parser, without)
-        return parser
 
-    send = action(
-        "send", send_event, "send an event; prints its id once stored",
-        "default: the default application, uid default; a key bound to another needs --app",
-    )  # fmt: skip
+def add_send_arguments(send: argparse.ArgumentParser) -> None:
+    """What ``events send`` takes; ``webhook-service send`` is the same command, shorter."""
     send.add_argument("type", metavar="TYPE", help="e.g. invoice.paid")
     send.add_argument(
         "data", type=payload, nargs="?", default={}, metavar="DATA",
@@ -147,6 +140,27 @@ def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
         "--delay", type=delay, metavar="SECONDS",
         help="deliver this long after it is stored: seconds, or 90s, 15m, 2h, 7d",
     )  # fmt: skip
+
+
+def register_send(commands: Subcommands, common: argparse.ArgumentParser) -> None:
+    """``webhook-service send TYPE DATA``: ``events send`` at the top level, as the README's
+    first steps type it."""
+    send = add_action(commands, common, "send", send_event, SEND_TEXT + " (as events send)")
+    add_app_option(send, SEND_WITHOUT)
+    add_send_arguments(send)
+
+
+def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
+    group = commands.add_parser("events", help="send, list, show and replay events")
+    actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def action(name: str, handler: Handler, text: str, without: str) -> argparse.ArgumentParser:
+        parser = add_action(actions, common, name, handler, text)
+        add_app_option(parser, without)
+        return parser
+
+    send = action("send", send_event, SEND_TEXT, SEND_WITHOUT)
+    add_send_arguments(send)
 
     listing = action("list", list_events, "list events, newest first, without payloads", IN_EVERY)
     listing.add_argument("--type", help="exactly this event type")
