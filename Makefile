@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit integration chaos soak bench bench-full bench-profile install clean chromium postgresql
+.PHONY: run test lint typecheck unit integration chaos soak bench bench-full bench-profile install clean chromium postgresql prometheus
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
 
-integration: $(STAMP) chromium postgresql
+integration: $(STAMP) chromium postgresql prometheus
 	$(BIN)/python -m pytest tests/integration -q -p no:cacheprovider
 
 # The dashboard tests drive Debian's Chromium through Playwright (never Playwright's own
@@ -47,6 +47,16 @@ postgresql:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
 	  else echo "the log's tests need Debian's postgresql: sudo apt-get install postgresql"; fi; }
 
+# The alerting tests run Debian's promtool on deploy/prometheus/ and start a Prometheus of
+# their own (a temp dir, a free loopback port) that scrapes the API; the package's own
+# service is not used. Installed only when missing.
+prometheus:
+	@test -x /usr/bin/promtool -a -x /usr/bin/prometheus || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends prometheus; \
+	  else echo "the alerting tests need Debian's prometheus: sudo apt-get install prometheus"; fi; }
+
 chaos: $(STAMP) postgresql
 	$(BIN)/python -m pytest tests/chaos -q -s -p no:cacheprovider
 
@@ -58,7 +68,7 @@ soak: $(STAMP)
 
 # pytest exits 5 when it collected no test: that is a failure here, never a pass.
 # Fast, pure tests first, so a broken build fails in seconds rather than minutes.
-test: lint typecheck chromium postgresql
+test: lint typecheck chromium postgresql prometheus
 	$(BIN)/python -m pytest tests/unit tests/integration tests/chaos -q -p no:cacheprovider -ra --durations=25
 
 # Quick (~3 min): the signer, then the whole service against its floors and the naive

@@ -19,6 +19,7 @@ from webhook_service.api import (
     jobs,
     metrics,
     portal_access,
+    response_counts,
     stats,
 )
 from webhook_service.api.auth import auth_middleware
@@ -32,6 +33,7 @@ from webhook_service.api.limits import (
 )
 from webhook_service.api.metrics import rejection_middleware
 from webhook_service.api.problems import problem_middleware
+from webhook_service.api.response_counts import response_count_middleware
 
 
 def create_app(svc: Services) -> web.Application:
@@ -39,6 +41,7 @@ def create_app(svc: Services) -> web.Application:
     # this only bounds what aiohttp would buffer on its own.
     app = web.Application(
         middlewares=[
+            response_count_middleware,
             problem_middleware,
             header_limits_middleware,
             rejection_middleware,
@@ -55,6 +58,7 @@ def create_app(svc: Services) -> web.Application:
     for module in (event_history, event_types, stats, metrics, portal_access):
         app.add_routes(module.routes)
     jobs.setup(app, svc)
+    response_counts.setup(app, svc)
     event_types.setup(app, svc)
     endpoint_filters.setup(app, svc.endpoints)
     app.cleanup_ctx.append(cron.ticker_context)

@@ -7,6 +7,11 @@ cause, and event_type (of the catalog's types with a schema, store/event_types.p
 log's backlog (records in the outbox, the age of the oldest) is read there too: while SQL
 is away it grows in Redis, and that is where an operator must see it.
 
+The store's memory against its ``maxmemory`` and its AOF's last write come from one INFO
+a scrape (``ServerCollector``): with ``noeviction`` a full store refuses every write, and an
+AOF write that failed (a full disk) makes it refuse them too, so both are alerts
+(deploy/prometheus/alerts.yml).
+
 Two families are this process's own: the store's refusals by cause, counted where they
 happen, and whether this scrape could read the store. They are exactly what is wanted
 while the store refuses, when the cluster-wide figures cannot be read: the scrape then
@@ -28,13 +33,20 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 from prometheus_client.registry import Collector, CollectorRegistry
+from redis.asyncio import Redis
 
 from webhook_service.api.context import services
 from webhook_service.api.problems import Handler, ProblemError
 from webhook_service.store import buckets
 from webhook_service.store.deliveries import STATUS_CLASSES
 from webhook_service.store.refusals import REFUSALS, Refusal, refused
-from webhook_service.store.telemetry import Snapshot, count_rejection, snapshot
+from webhook_service.store.telemetry import (
+    ServerInfo,
+    Snapshot,
+    count_rejection,
+    server_info,
+    snapshot,
+)
 from webhook_service.timeutil import now_ms
 
 routes = web.RouteTableDef()
@@ -95,6 +107,20 @@ class SnapshotCollector(Collector):
         for status_class in STATUS_CLASSES:
             attempts.add_metric([status_class], self._count("attempts:" + status_class))
         yield attempts
+        responses = CounterMetricFamily(
+            "webhook_http_responses",
+            "The API's answers, by HTTP status code, of every API process (not /healthz, "
+            "/readyz or /metrics: probes and scrapes).",
+            labels=["code"],
+        )
+        codes = sorted(
+            (int(field.partition(":")[2]), int(n))
+            for field, n in data.counters.items()
+            if field.startswith("http:")
+        )
+        for code, n in codes:
+            responses.add_metric([str(code)], n)
+        yield responses
         yield self._histogram(
             "webhook_attempt_duration_seconds",
             "How long one delivery attempt took.",
@@ -141,6 +167,42 @@ class SnapshotCollector(Collector):
             )
 
 
+class ServerCollector(Collector):
+    """The store server's memory and AOF, as INFO tells them."""
+
+    def __init__(self, info: ServerInfo) -> None:
+        self._info = info
+
+    def collect(self) -> Iterator[Metric]:
+        info = self._info
+        yield GaugeMetricFamily(
+            "webhook_store_memory_used_bytes",
+            "Memory the store uses (INFO used_memory).",
+            value=info.used_memory,
+        )
+        yield GaugeMetricFamily(
+            "webhook_store_memory_max_bytes",
+            "The store's maxmemory; 0 when none is set. At it, noeviction refuses writes.",
+            value=info.maxmemory,
+        )
+        yield GaugeMetricFamily(
+            "webhook_store_aof_enabled",
+            "1 when the store's AOF is on.",
+            value=int(info.aof_enabled),
+        )
+        yield GaugeMetricFamily(
+            "webhook_store_aof_last_write_ok",
+            "0 when the store's last AOF write failed (INFO aof_last_write_status err): it "
+            "refuses writes until one succeeds.",
+            value=int(info.aof_last_write_ok),
+        )
+        yield GaugeMetricFamily(
+            "webhook_store_aof_last_rewrite_ok",
+            "0 when the store's last AOF rewrite failed (INFO aof_last_bgrewrite_status err).",
+            value=int(info.aof_last_rewrite_ok),
+        )
+
+
 class ProcessCollector(Collector):
     """What this process knows without the store."""
 
@@ -177,9 +239,25 @@ async def metrics(request: web.Request) -> web.Response:
             raise
     if data is not None:
         registry.register(SnapshotCollector(data, now))
+        server = await _server_info(services(request).redis)
+        if server is not None:
+            registry.register(ServerCollector(server))
     registry.register(ProcessCollector(REFUSALS.counts(), data is not None))
     encode, content_type = choose_encoder(request.headers.get("Accept", ""))
     return web.Response(body=encode(registry), headers={"Content-Type": content_type})
+
+
+async def _server_info(client: Redis) -> ServerInfo | None:
+    """None when the store refuses INFO, or has it renamed away (an error of its own, not a
+    refusal): the other figures stand."""
+    try:
+        return await server_info(client)
+    except redis.exceptions.RedisError as exc:
+        if refused(exc, "reading the store's INFO"):
+            return None
+        if isinstance(exc, redis.exceptions.ResponseError):
+            return None
+        raise
 
 
 _INGEST = ("POST", "/v1/events")

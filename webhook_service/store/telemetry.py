@@ -19,12 +19,18 @@ duration:{b}            attempt durations, power-of-two ms buckets (``buckets.py
 duration_sum_ms         their sum
 latency:{b}             delivery creation to its 2xx attempt, same buckets
 latency_sum_ms          their sum
+http:{code}             the API's answers by HTTP status (api/response_counts.py)
 ======================  =========================================================
+
+The store's own state that alerts want (its memory against ``maxmemory``, whether its AOF
+writes succeed) comes from one ``INFO`` a scrape (``server_info``), sent apart from the
+snapshot's pipeline: redis-py's cluster pipeline refuses INFO, and ``snapshot`` runs on one.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -76,6 +82,45 @@ class Snapshot:
     endpoints_disabled: int
     scheduler_tick_ms: int | None
     log_backlog: LogBacklog
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What INFO (its default sections: memory and persistence among them) says about the
+    store's health. ``maxmemory`` 0 means no limit is set."""
+
+    used_memory: int
+    maxmemory: int
+    aof_enabled: bool
+    aof_last_write_ok: bool
+    aof_last_rewrite_ok: bool
+
+    @classmethod
+    def parse(cls, info: Mapping[str, Any]) -> ServerInfo:
+        # A status other than "ok" is "err": the last write (or rewrite) failed, typically a
+        # full or failing disk; Redis then refuses writes until one succeeds.
+        return cls(
+            used_memory=int(info.get("used_memory", 0)),
+            maxmemory=int(info.get("maxmemory", 0)),
+            aof_enabled=int(info.get("aof_enabled", 0)) == 1,
+            aof_last_write_ok=str(info.get("aof_last_write_status", "ok")) == "ok",
+            aof_last_rewrite_ok=str(info.get("aof_last_bgrewrite_status", "ok")) == "ok",
+        )
+
+
+async def server_info(redis: Redis) -> ServerInfo:
+    """One INFO of the default sections: every Redis and Valkey version answers it, where
+    naming two sections in one call needs 7.0."""
+    return ServerInfo.parse(await redis.info())
+
+
+async def add_response_counts(redis: Redis, counts: Mapping[int, int]) -> None:
+    """The API's answers by status, added at once (MULTI/EXEC: a batch tried again after a
+    refusal was not half added before)."""
+    async with redis.pipeline(transaction=True) as pipe:
+        for code, n in sorted(counts.items()):
+            pipe.hincrby(keys.metrics(keys.DEFAULT_BUCKET), f"http:{code}", n)
+        await pipe.execute()
 
 
 async def count_rejection(redis: Redis, kind: str) -> None:
