@@ -30,7 +30,12 @@ connect.  The guard runs in two places:
      resolver: send with ``allow_redirects=False`` (or run ``check_url`` on each
      ``Location`` yourself and follow manually).
 
-   Proxies also bypass it: with ``proxy=`` aiohttp resolves only the proxy host.
+   Proxies also bypass it: with ``proxy=`` aiohttp resolves only the proxy host, and the
+   proxy resolves the destination itself.  A send through an egress proxy therefore
+   calls :meth:`Guard.check_url_before_proxy` first: *every* address the host resolves
+   to must pass, since we cannot choose which one the proxy connects to.  The proxy
+   looks the name up again, so a rebinding between our lookup and its own is only
+   stopped by the proxy's own deny list.
 
 How a caller recognises a blocked send
 --------------------------------------
@@ -569,6 +574,23 @@ class Guard:
         The default resolver is the guard's own, else ``aiohttp.ThreadedResolver``;
         a resolver passed in is not closed.
         """
+        await self._check_every_address(url, resolver, failed_lookup_blocks=True)
+
+    async def check_url_before_proxy(
+        self, url: str | URL, resolver: AbstractResolver | None = None
+    ) -> None:
+        """The check of a send through an egress proxy, which resolves the host itself.
+
+        As :meth:`check_url_resolved`, every address the host resolves to must pass
+        (the proxy may connect to any of them); but a lookup that fails raises the
+        resolver's ``OSError`` unchanged, an ordinary network error that is retried,
+        as it is when :class:`GuardedResolver` meets it on a direct send.
+        """
+        await self._check_every_address(url, resolver, failed_lookup_blocks=False)
+
+    async def _check_every_address(
+        self, url: str | URL, resolver: AbstractResolver | None, *, failed_lookup_blocks: bool
+    ) -> None:
         parsed = self._parse(url)
         host = parsed.raw_host
         assert host is not None and parsed.port is not None
@@ -586,6 +608,8 @@ class Guard:
         except DestinationBlocked:
             raise
         except OSError as exc:
+            if not failed_lookup_blocks:
+                raise
             raise DestinationBlocked(
                 "unresolvable", f"{_short(host)} could not be resolved"
             ) from exc

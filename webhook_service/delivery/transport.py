@@ -6,6 +6,11 @@ receiver said or with an error class, so every failure becomes a recorded attemp
 Receivers are outsiders, and some are hostile (tests/chaos/test_hostile_receivers.py): an
 attempt ends by one deadline whatever the receiver does, and holds no more of its answer
 than the bounded headers and the part of the body we keep.
+
+With an egress proxy (WEBHOOK_EGRESS_PROXY) every send goes through it: plain http as an
+absolute-form request to the proxy, https as a CONNECT tunnel with TLS to the receiver
+inside. The proxy resolves the receiver's name itself, so before anything is sent we
+resolve it too and refuse the send unless every address passes the SSRF guard.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import aiohttp
+from aiohttp.abc import AbstractResolver
 from multidict import CIMultiDict
+from yarl import URL
 
 from webhook_service.delivery.ssrf import DestinationBlocked, Guard, GuardedResolver, blocked_reason
 
@@ -64,6 +71,53 @@ class OutboundResponse:
     duration_ms: int = 0
 
 
+@dataclass(frozen=True)
+class EgressProxy:
+    """The HTTP proxy every delivery goes through: its URL without credentials, and the
+    credentials apart, sent only to the proxy as Proxy-Authorization (Basic)."""
+
+    url: URL
+    # The Proxy-Authorization value (Basic), or None; kept out of repr: it is the password.
+    authorization: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def parse(cls, text: str) -> EgressProxy:
+        """``http://[user:password@]host[:port]``, user and password percent-encoded.
+        Raises ValueError, never quoting ``text`` (it holds the password)."""
+        try:
+            parsed = URL(text)
+        except ValueError:
+            raise ValueError("the egress proxy is not a URL") from None
+        if parsed.scheme != "http" or not parsed.host:
+            raise ValueError("the egress proxy must be an http://host:port URL")
+        if parsed.path not in ("", "/") or parsed.query_string or parsed.fragment:
+            raise ValueError("the egress proxy URL has no path, query or fragment")
+        authorization = None
+        if parsed.user is not None or parsed.password is not None:
+            user, password = parsed.user or "", parsed.password or ""
+            if ":" in user:
+                raise ValueError("the egress proxy's user name may not hold a ':'")
+            authorization = aiohttp.encode_basic_auth(user, password)
+        return cls(parsed.with_user(None).with_path(""), authorization)
+
+    def headers_for(
+        self, url: str, headers: Mapping[str, str]
+    ) -> tuple[Mapping[str, str], Mapping[str, str] | None]:
+        """The request's headers and the CONNECT's for a send to ``url`` (a checked URL).
+
+        https: the credentials go on the CONNECT alone, never into the tunnel. http: the
+        request itself goes to the proxy, so they go on it (the proxy removes them before
+        forwarding, as tinyproxy and squid do). aiohttp's ``proxy_auth`` did both, but is
+        deprecated, and its suggested ``proxy_headers`` reach only a CONNECT."""
+        if self.authorization is None:
+            return headers, None
+        if URL(url).scheme == "https":
+            return headers, {"Proxy-Authorization": self.authorization}
+        with_credentials = CIMultiDict(headers)
+        with_credentials["Proxy-Authorization"] = self.authorization
+        return with_credentials, None
+
+
 class Transport(Protocol):
     async def send(self, request: OutboundRequest) -> OutboundResponse: ...
 
@@ -90,7 +144,12 @@ class MockTransport:
 
 
 class AiohttpTransport:
-    """One keep-alive session per process; every destination checked by the SSRF guard."""
+    """One keep-alive session per process; every destination checked by the SSRF guard.
+
+    Direct, the connector's resolver is the guard: aiohttp connects only to addresses it
+    checked. Through ``proxy``, the connector only ever connects to the proxy (the
+    operator's, often on a private address, so not guarded), and each send first checks
+    every address of the receiver's host with ``Guard.check_url_before_proxy``."""
 
     def __init__(
         self,
@@ -100,21 +159,29 @@ class AiohttpTransport:
         connect_timeout: float,
         body_limit: int,
         connections: int = 200,
+        proxy: EgressProxy | None = None,
     ) -> None:
         self._guard = guard
         self._total_timeout = total_timeout
         self._body_limit = body_limit
+        self._proxy = proxy
+        # The proxy's own name is looked up by aiohttp's default resolver; the receivers'
+        # names by the guard's resolver, else one of ours (closed with the transport).
+        self._lookup: AbstractResolver | None = None
+        resolver: AbstractResolver | None = GuardedResolver(guard)
+        if proxy is not None:
+            resolver = None
+            self._lookup = guard.resolver or aiohttp.ThreadedResolver()
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(
-                resolver=GuardedResolver(guard), limit=connections, limit_per_host=0
-            ),
+            connector=aiohttp.TCPConnector(resolver=resolver, limit=connections, limit_per_host=0),
             # aiohttp's connect timeout covers DNS, TCP and the TLS handshake; the attempt's
             # whole deadline is ours, in send().
             timeout=aiohttp.ClientTimeout(total=None, connect=connect_timeout),
             max_line_size=MAX_RESPONSE_HEADER_LINE,
             max_field_size=MAX_RESPONSE_HEADER_LINE,
             max_headers=MAX_RESPONSE_HEADERS,
-            # Proxies from the environment would route around the guard.
+            # Proxies from the environment would route around the guard; the only proxy
+            # is the one given, whose sends are checked in send().
             trust_env=False,
         )
 
@@ -129,10 +196,17 @@ class AiohttpTransport:
             # receiver that may never read it), the headers, the body we keep, and closing.
             # A timeout per read would let a body that drips a byte a second run for days.
             async with asyncio.timeout(request.timeout or self._total_timeout):
-                # aiohttp skips the resolver for IP literals, so literals are checked here.
-                self._guard.check_url(request.url)
+                await self._check(request.url)
+                headers, proxy_headers = request.headers, None
+                if self._proxy is not None:
+                    headers, proxy_headers = self._proxy.headers_for(request.url, headers)
                 async with self._session.post(
-                    request.url, data=request.body, headers=request.headers, allow_redirects=False
+                    request.url,
+                    data=request.body,
+                    headers=headers,
+                    allow_redirects=False,
+                    proxy=None if self._proxy is None else self._proxy.url,
+                    proxy_headers=proxy_headers,
                 ) as response:
                     body = await _read_kept(response.content, self._body_limit)
                     return OutboundResponse(
@@ -146,6 +220,11 @@ class AiohttpTransport:
             return OutboundResponse(None, error="timeout", duration_ms=elapsed())
         except aiohttp.InvalidURL:
             return OutboundResponse(None, error="invalid_url", duration_ms=elapsed())
+        except aiohttp.ClientHttpProxyError:
+            # The proxy refused the CONNECT (its deny list, 407, no route): nothing reached
+            # the receiver, so it is a network failure, retried, not the receiver's answer.
+            # (Before ClientResponseError, its base class.)
+            return OutboundResponse(None, error="connection", duration_ms=elapsed())
         except aiohttp.ClientResponseError:
             # What aiohttp raises when the status line or headers do not parse, or pass the
             # bounds above.
@@ -154,8 +233,19 @@ class AiohttpTransport:
             error = "destination_blocked" if blocked_reason(exc) else "connection"
             return OutboundResponse(None, error=error, duration_ms=elapsed())
 
+    async def _check(self, url: str) -> None:
+        """Raise DestinationBlocked unless ``url`` may be sent to (a failed lookup of its
+        host, through a proxy, raises the resolver's OSError: a network error)."""
+        if self._proxy is None:
+            # aiohttp skips the resolver for IP literals, so literals are checked here.
+            self._guard.check_url(url)
+        else:
+            await self._guard.check_url_before_proxy(url, self._lookup)
+
     async def close(self) -> None:
         await self._session.close()
+        if self._lookup is not None and self._lookup is not self._guard.resolver:
+            await self._lookup.close()
 
 
 async def _read_kept(content: aiohttp.StreamReader, limit: int) -> bytes:
