@@ -15,8 +15,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from webhook_service.embedded import free_port
-
 # SpanKind in the protocol: 1 internal, 2 server, 3 client.
 KIND_INTERNAL, KIND_SERVER, KIND_CLIENT = 1, 2, 3
 STATUS_ERROR = 2
@@ -108,8 +106,8 @@ class Collector:
         app.router.add_post("/v1/traces", self._traces)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        self.port = free_port()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self.port = self._runner.addresses[0][1]
 
     async def stop(self) -> None:
         if self._runner is not None:

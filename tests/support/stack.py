@@ -88,7 +88,8 @@ class Stack:
 
 
 def service_env(redis_url: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WEBHOOK_")}
+    # Nor the machine's OTEL_*: traces are off unless a test turns them on (test_tracing).
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WEBHOOK_", "OTEL_"))}
     env.update(
         {
             "WEBHOOK_REDIS_URL": redis_url,
