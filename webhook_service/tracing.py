@@ -33,14 +33,18 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+if TYPE_CHECKING:
+    # The SDK is imported only once traces are on (setup): every process and command logs
+    # through logs.py, which imports this module, and most never trace.
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +164,8 @@ def setup(
     env = os.environ if environ is None else environ
     if not wanted(env):
         return False
+    from opentelemetry.sdk.trace import TracerProvider
+
     if processor is None:
         if _protocol(env) != PROTOCOL:
             log.warning(
@@ -181,6 +187,8 @@ def setup(
 
 
 def _resource(role: str, environ: Mapping[str, str]) -> Resource:
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+
     # Resource.create reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES from os.environ;
     # without a name of theirs it says unknown_service, which ours replaces.
     made = Resource.create({ROLE: role})
@@ -232,6 +240,8 @@ def ingest_span(method: str, route: str, traceparent: str | None) -> Iterator[Sp
 def note(**attributes: str | int) -> None:
     """Attributes of the current span (``event_id=…`` becomes ``webhook.event.id``…), when
     one records."""
+    if _state is None:
+        return
     span = trace.get_current_span()
     if span.is_recording():
         span.set_attributes({_NOTED[name]: value for name, value in attributes.items()})
