@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit integration chaos soak bench bench-full bench-profile install clean chromium postgresql prometheus
+.PHONY: run test lint typecheck unit integration chaos soak bench bench-full bench-profile install clean chromium postgresql prometheus tinyproxy
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
 
-integration: $(STAMP) chromium postgresql prometheus
+integration: $(STAMP) chromium postgresql prometheus tinyproxy
 	$(BIN)/python -m pytest tests/integration -q -p no:cacheprovider
 
 # The dashboard tests drive Debian's Chromium through Playwright (never Playwright's own
@@ -57,6 +57,16 @@ prometheus:
 	      --no-install-recommends prometheus; \
 	  else echo "the alerting tests need Debian's prometheus: sudo apt-get install prometheus"; fi; }
 
+# The egress proxy tests (tests/integration/test_egress_proxy.py) run Debian's tinyproxy in
+# the foreground on a loopback port with a config in a temp dir; the package's own service
+# is never used. Installed only when missing.
+tinyproxy:
+	@test -x /usr/bin/tinyproxy || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends tinyproxy; \
+	  else echo "the egress proxy tests need Debian's tinyproxy: sudo apt-get install tinyproxy"; fi; }
+
 chaos: $(STAMP) postgresql
 	$(BIN)/python -m pytest tests/chaos -q -s -p no:cacheprovider
 
@@ -68,7 +78,7 @@ soak: $(STAMP)
 
 # pytest exits 5 when it collected no test: that is a failure here, never a pass.
 # Fast, pure tests first, so a broken build fails in seconds rather than minutes.
-test: lint typecheck chromium postgresql prometheus
+test: lint typecheck chromium postgresql prometheus tinyproxy
 	$(BIN)/python -m pytest tests/unit tests/integration tests/chaos -q -p no:cacheprovider -ra --durations=25
 
 # Quick (~3 min): the signer, then the whole service against its floors and the naive

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import ssl
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -62,10 +63,13 @@ class Receiver:
     in_flight: dict[str, int] = field(default_factory=dict)
     peak_in_flight: dict[str, int] = field(default_factory=dict)
     port: int = 0
+    # Set: it serves HTTPS with this context (a certificate of tests/support/tls.py).
+    ssl_context: ssl.SSLContext | None = None
     _runner: web.AppRunner | None = None
 
     def url(self, name: str) -> str:
-        return f"http://127.0.0.1:{self.port}/hooks/{name}"
+        scheme = "http" if self.ssl_context is None else "https"
+        return f"{scheme}://127.0.0.1:{self.port}/hooks/{name}"
 
     def for_endpoint(self, name: str) -> list[Received]:
         return [r for r in self.received if r.endpoint == name]
@@ -120,7 +124,7 @@ class Receiver:
         # and a test's teardown waited that long (20 s in test_endpoint_health).
         self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.ssl_context)
         await site.start()
         self.port = self._runner.addresses[0][1]
 
