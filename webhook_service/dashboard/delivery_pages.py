@@ -18,6 +18,7 @@ from webhook_service.dashboard.markup import Markup, join, render
 from webhook_service.dashboard.places import Place
 from webhook_service.dashboard.session import Session
 from webhook_service.store.states import LIVE_STATUSES
+from webhook_service.timeutil import now_ms, parse_iso
 
 STATUS_BADGE = {
     "succeeded": "ok", "failed": "bad", "pending": "warn", "scheduled": "later", "disabled": "off",
@@ -240,6 +241,22 @@ def attempt_log(delivery: JSON) -> Markup:
     )
 
 
+def waiting_for(delivery: JSON, now: int) -> str | None:
+    """What a delivery not yet final waits for, in words true whatever sends it (a worker,
+    or in tick mode the next tick): a scheduled one its time, a retry its next attempt's.
+    One whose time has come is being sent or is next to be, which the API does not tell
+    apart. None once final. Times as every page shows them (describe.moment)."""
+    at = delivery["next_attempt_at"]
+    if delivery["status"] == "scheduled":
+        return f"Scheduled for {d.moment(at)}."
+    if delivery["status"] != "pending":
+        return None
+    if at is not None and parse_iso(at) > now:
+        return f"Next attempt at {d.moment(at)}."
+    since = f" since {d.moment(at)}" if at is not None else ""
+    return f"Due{since}: being sent, or next to be."
+
+
 def _succeeded(attempt: JSON) -> bool:
     code = attempt["status_code"]
     return code is not None and 200 <= code < 300
@@ -296,11 +313,12 @@ async def delivery_page(
     ]
     if place.app is None:
         facts.insert(2, ("Application", _application_link(place, delivery)))
+    waiting = waiting_for(delivery, now_ms())
     if status == "pending":
-        action = render('<p class="pending">Pending: a worker is on it. This page follows it.</p>')
+        action = render('<p class="pending">$w This page follows it.</p>', w=waiting)
     elif status == "scheduled":
         # Its event's deliver_at: the cancel is the event's (DELETE …/schedule), not a retry.
-        action = render('<p class="pending">Scheduled: sent at its next attempt time.</p>')
+        action = render('<p class="pending">$w</p>', w=waiting)
     else:
         action = layout.post_button(
             place.path("deliveries", delivery["id"], "retry"), "Retry now", session, css="primary"

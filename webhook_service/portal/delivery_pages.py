@@ -20,6 +20,7 @@ from webhook_service.dashboard.delivery_pages import (
     attempt_log,
     listing,
     retry_delivery,
+    waiting_for,
 )
 from webhook_service.dashboard.endpoint_pages import facts_list
 from webhook_service.dashboard.markup import Markup, join, render
@@ -31,6 +32,7 @@ from webhook_service.portal.session import PortalSession
 from webhook_service.portal.views import portal_action, portal_page
 from webhook_service.portal_access import Capability
 from webhook_service.store.states import LIVE_STATUSES
+from webhook_service.timeutil import now_ms
 
 # The filters a subscriber needs: by endpoint and by outcome (the API has more).
 FILTERS = ("endpoint_id", "status", "event_type")
@@ -97,11 +99,14 @@ def attempts_section(delivery: JSON, session: PortalSession) -> Markup:
             ("Next attempt", d.moment(delivery["next_attempt_at"])),
         ]
     )
-    waiting = (
-        render('<p class="pending">Under way: this part of the page follows it.</p>')
-        if follow
-        else Markup("")
-    )
+    # A retry waits for its time, a scheduled one for its own; a final one whose attempts
+    # the log has yet to show is only being recorded.
+    words = waiting_for(delivery, now_ms())
+    if follow:
+        words = (
+            f"{words or 'Its last attempt is being recorded.'} This part of the page follows it."
+        )
+    waiting = render('<p class="pending">$w</p>', w=words) if words else Markup("")
     retry = Markup("")
     if Capability.RETRY in session.capabilities and delivery["status"] not in LIVE_STATUSES:
         retry = dashboard_layout.post_button(
