@@ -7,20 +7,23 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
-from typing import Any
 
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.promql import (
+    ALERTS,
+    ALERTS_TEST,
+    DASHBOARD,
+    alert_rules,
+    dashboard_exprs,
+    dashboard_panels,
+    metric_names,
+)
 from webhook_service.api.metrics import ProcessCollector, ServerCollector, SnapshotCollector
 from webhook_service.store.telemetry import LogBacklog, ServerInfo, Snapshot
 
-ROOT = Path(__file__).resolve().parents[2]
-ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
-ALERTS_TEST = ROOT / "deploy" / "prometheus" / "alerts_test.yml"
-DASHBOARD = ROOT / "deploy" / "grafana" / "webhook-service.json"
 NOW = 1_800_000_000_000
 SEVERITIES = {"critical", "warning", "info"}
 # Prometheus' own series a rule may use besides ours.
@@ -39,40 +42,6 @@ def exported_names() -> set[str]:
     registry.register(ProcessCollector({}, True))
     text = generate_latest(registry).decode()
     return {s.name for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
-_MATCHERS = re.compile(r"\{[^}]*\}")
-_RANGES = re.compile(r"\[[^\]]*\]")
-_LABEL_LISTS = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
-_CALLS = re.compile(r"\b[a-zA-Z_]\w*\s*\(")
-_KEYWORDS = {"and", "or", "unless", "bool", "offset"}
-_IDENT = re.compile(r"(?<![\w.$])[a-zA-Z_:][\w:]*")
-
-
-def metric_names(expr: str) -> set[str]:
-    """The series names a PromQL expression selects: what is left once strings, label
-    matchers, ranges, label lists, function and aggregation names and keywords are gone."""
-    rest = _STRINGS.sub(" ", expr)
-    rest = _MATCHERS.sub(" ", rest)
-    rest = _RANGES.sub(" ", rest)
-    rest = _LABEL_LISTS.sub(" ", rest)
-    rest = _CALLS.sub("(", rest)
-    return {name for name in _IDENT.findall(rest) if name not in _KEYWORDS}
-
-
-def alert_rules() -> list[dict[str, Any]]:
-    groups = yaml.safe_load(ALERTS.read_text())["groups"]
-    return [rule for group in groups for rule in group["rules"]]
-
-
-def dashboard_exprs() -> list[str]:
-    return [target["expr"] for panel in dashboard_panels() for target in panel["targets"]]
-
-
-def dashboard_panels() -> list[dict[str, Any]]:
-    dashboard = json.loads(DASHBOARD.read_text())
-    return [p for p in dashboard["panels"] if p["type"] != "row"]
 
 
 def test_metric_names_are_read_from_expressions() -> None:
