@@ -239,7 +239,7 @@ async def metrics(request: web.Request) -> web.Response:
             raise
     if data is not None:
         registry.register(SnapshotCollector(data, now))
-        server = await _server_info(services(request).redis)
+        server = await server_info_if_answered(services(request).redis)
         if server is not None:
             registry.register(ServerCollector(server))
     registry.register(ProcessCollector(REFUSALS.counts(), data is not None))
@@ -247,7 +247,7 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=encode(registry), headers={"Content-Type": content_type})
 
 
-async def _server_info(client: Redis) -> ServerInfo | None:
+async def server_info_if_answered(client: Redis) -> ServerInfo | None:
     """None when the store refuses INFO, or has it renamed away (an error of its own, not a
     refusal): the other figures stand."""
     try:

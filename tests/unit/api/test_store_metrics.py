@@ -3,11 +3,16 @@ API's answers by status code (the metrics hash's http:{code} fields)."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
+import pytest
+import redis.exceptions
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
+from redis.asyncio import Redis
 
-from webhook_service.api.metrics import ServerCollector, SnapshotCollector
+from webhook_service.api.metrics import ServerCollector, SnapshotCollector, server_info_if_answered
 from webhook_service.store.telemetry import LogBacklog, ServerInfo, Snapshot
 
 NOW = 1_800_000_000_000
@@ -66,3 +71,23 @@ def test_answers_by_status_code() -> None:
         if name == "webhook_http_responses_total"
     }
     assert responses == {"202": 9, "404": 1, "503": 2}
+
+
+class _InfoRefused:
+    """A client whose INFO fails as ``error`` says."""
+
+    def __init__(self, error: Exception) -> None:
+        self._error = error
+
+    async def info(self) -> dict[str, Any]:
+        raise self._error
+
+
+async def test_an_info_the_store_will_not_answer_leaves_the_gauges_out() -> None:
+    renamed = redis.exceptions.ResponseError("unknown command 'INFO'")  # rename-command
+    loading = redis.exceptions.BusyLoadingError("LOADING Redis is loading the dataset")
+    for error in (renamed, loading):
+        assert await server_info_if_answered(cast(Redis, _InfoRefused(error))) is None
+    bug = redis.exceptions.DataError("a bug")
+    with pytest.raises(redis.exceptions.DataError):
+        await server_info_if_answered(cast(Redis, _InfoRefused(bug)))
