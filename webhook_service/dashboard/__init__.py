@@ -13,7 +13,9 @@ from aiohttp import web
 from webhook_service.dashboard import (
     application_pages,
     delivery_pages,
+    endpoint_editor,
     endpoint_pages,
+    event_pages,
     event_type_pages,
     login,
 )
@@ -53,11 +55,19 @@ ROUTES: list[Route] = [
     *_both("POST", "/portal-links/revoke", application_pages.revoke_portal_links),
     # The catalog is global: one page, outside any application.
     ("GET", f"{PREFIX}/event-types", event_type_pages.event_types),
+    # Before the endpoint's own page, whose {endpoint_id} would take "new".
+    *_both("GET", "/endpoints/new", endpoint_editor.new_endpoint),
+    *_both("POST", "/endpoints", endpoint_editor.create_endpoint),
     *_both("GET", "/endpoints/{endpoint_id}", endpoint_pages.endpoint_page),
+    *_both("GET", "/endpoints/{endpoint_id}/edit", endpoint_editor.edit_endpoint),
+    *_both("POST", "/endpoints/{endpoint_id}/edit", endpoint_editor.update_endpoint),
+    *_both("POST", "/endpoints/{endpoint_id}/send-example", endpoint_pages.send_example),
     *_both("POST", "/endpoints/{endpoint_id}/enable", endpoint_pages.enable),
     *_both("POST", "/endpoints/{endpoint_id}/disable", endpoint_pages.disable),
     *_both("POST", "/endpoints/{endpoint_id}/rotate-secret", endpoint_pages.rotate),
     *_both("POST", "/endpoints/{endpoint_id}/recover", endpoint_pages.recover),
+    *_both("GET", "/events", event_pages.events),
+    *_both("GET", "/events/{event_id}", event_pages.event_page),
     *_both("GET", "/deliveries", delivery_pages.history),
     *_both("POST", "/deliveries/retry", delivery_pages.bulk_retry),
     *_both("GET", "/deliveries/{delivery_id}", delivery_pages.delivery_page),

@@ -1,4 +1,5 @@
-"""Endpoints: the overview with health, backlog and charts; one endpoint; its actions."""
+"""Endpoints: the overview with health, backlog and charts; one endpoint; its actions
+(the form that creates and edits one is endpoint_editor.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from webhook_service.admin import describe as d
 from webhook_service.admin.api import JSON, AdminApi
 from webhook_service.api.body import read_form
 from webhook_service.client.errors import APIError
-from webhook_service.dashboard import charts, figures, layout
+from webhook_service.dashboard import catalog, charts, figures, layout
 from webhook_service.dashboard.access import redirect, signed_in
 from webhook_service.dashboard.actions import Action, dashboard_action
 from webhook_service.dashboard.markup import Markup, join, render, with_query
@@ -148,12 +149,20 @@ def _application_facts(place: Place) -> Markup:
 def _no_endpoints(place: Place) -> str:
     if place.app is None:
         return (
-            "No endpoints yet: create one with POST /v1/endpoints or "
+            "No endpoints yet: create one with New endpoint, POST /v1/endpoints or "
             "`webhook-service endpoints create`."
         )
     return (
-        f"No endpoints yet: create one with POST /v1/applications/{place.app}/endpoints or "
+        "No endpoints yet: create one with New endpoint, "
+        f"POST /v1/applications/{place.app}/endpoints or "
         f"`webhook-service endpoints create --app {place.app}`."
+    )
+
+
+def _new_link(place: Place) -> Markup:
+    return render(
+        '<p><a class="button primary" href="$href">New endpoint</a></p>',
+        href=place.path("endpoints", "new"),
     )
 
 
@@ -189,7 +198,9 @@ async def overview(
 ) -> web.StreamResponse:
     found = await endpoint_list(request, api, place, _no_endpoints(place))
     ready = await api.readiness()
-    body = join([_readiness(ready), _application_facts(place), found.charts, found.table])
+    body = join(
+        [_readiness(ready), _application_facts(place), found.charts, _new_link(place), found.table]
+    )
     return layout.page(
         "Endpoints",
         body,
@@ -246,11 +257,36 @@ def recover_form(here: str, session: layout.FormSession) -> Markup:
     )
 
 
-def _actions(place: Place, endpoint: JSON, session: Session) -> Markup:
+def example_form(
+    here: str, endpoint: JSON, types: list[JSON], session: layout.FormSession
+) -> Markup:
+    """Send one catalog example of a type this endpoint takes, to it alone (``types``: the
+    catalog, catalog.event_types); none when the catalog has no such type."""
+    takes = endpoint.get("event_types")
+    offered = [t for t in types if takes is None or t["name"] in takes]
+    if not offered:
+        return Markup("")
+    options = join(render('<option value="$n">$n</option>', n=t["name"]) for t in offered)
+    return render(
+        '<form method="post" action="$action" class="inline">'
+        '<input type="hidden" name="$field" value="$csrf">'
+        '<label>Send an example <select name="event_type">$options</select></label>'
+        '<button type="submit">Send example</button></form>',
+        action=here + "/send-example",
+        field=CSRF_FIELD,
+        csrf=session.csrf,
+        options=options,
+    )
+
+
+def _actions(place: Place, endpoint: JSON, types: list[JSON], session: Session) -> Markup:
     here = place.path("endpoints", endpoint["id"])
     return render(
-        '<section class="actions">$toggle$rotate$recover</section>',
+        '<section class="actions"><a class="button" href="$edit">Edit</a>'
+        "$toggle$example$rotate$recover</section>",
+        edit=here + "/edit",
         toggle=toggle_button(here, endpoint, session),
+        example=example_form(here, endpoint, types, session),
         rotate=rotate_form(here, session),
         recover=recover_form(here, session),
     )
@@ -288,6 +324,16 @@ def endpoint_facts(endpoint: JSON, stats: JSON) -> Markup:
     return facts_list(facts)
 
 
+def _operator_facts(endpoint: JSON) -> Markup:
+    """What the dashboard's form sets past the portal's: shown on the dashboard alone."""
+    return facts_list(
+        [
+            ("Rate limit", d.rate(endpoint.get("rate_limit"))),
+            ("Headers", d.endpoint_headers(endpoint)),
+        ]
+    )
+
+
 def facts_list(facts: list[tuple[str, Any]]) -> Markup:
     items = join(render("<dt>$k</dt><dd>$v</dd>", k=k, v=v) for k, v in facts)
     return render('<dl class="facts">$items</dl>', items=items)
@@ -300,6 +346,7 @@ async def endpoint_page(
     endpoint_id = request.match_info["endpoint_id"]
     endpoint = await api.endpoint(endpoint_id)
     stats = await api.stats(endpoint_id)
+    types = await catalog.event_types_or_none(api)
     deliveries = place.path("deliveries")
     failed = with_query(deliveries, {"endpoint_id": endpoint_id, "status": "failed"})
     every = with_query(deliveries, {"endpoint_id": endpoint_id})
@@ -312,7 +359,8 @@ async def endpoint_page(
     body = join(
         [
             endpoint_facts(endpoint, stats),
-            _actions(place, endpoint, session),
+            _operator_facts(endpoint),
+            _actions(place, endpoint, types, session),
             links,
             endpoint_charts(stats),
             render("<h2>Last hour and day</h2>"),
@@ -345,6 +393,33 @@ enable = dashboard_action(switch_endpoint(True))
 disable = dashboard_action(switch_endpoint(False))
 
 
+def secret_shown(place: Place, record: JSON, new: str = "") -> Markup:
+    """An endpoint's signing secret (an ed25519 one's public key) from the answer to a
+    POST that made it: shown on that answer only, never put in a URL, for the secret is as
+    good as the right to sign its webhooks."""
+    under = "/v1" if place.app is None else f"/v1/applications/{place.app}"
+    return render(
+        "<p>The ${new}signing $kind, shown this once (also at GET $under/endpoints/{id}/secret):"
+        '</p><pre class="secret">$shown</pre>',
+        new=new,
+        under=under,
+        kind="secret" if record.get("secret") else "public key",
+        shown=record.get("secret") or record.get("public_key") or d.NOTHING,
+    )
+
+
+async def start_example(request: web.Request, api: AdminApi, place: Place) -> web.StreamResponse:
+    """Send the endpoint the path names the catalog's example of the type the form chose,
+    then the page of its delivery, which follows it until it settles."""
+    form = await read_form(request)
+    chosen = form.get("event_type", "")
+    sent = await api.send_example(request.match_info["endpoint_id"], chosen)
+    return redirect(place.path("deliveries", sent["delivery_id"]) + "?done=example")
+
+
+send_example = dashboard_action(start_example)
+
+
 def choice(raw: object, choices: tuple[tuple[str, int], ...]) -> int:
     """One of the form's offered values; anything else is the first (the default)."""
     allowed = {str(v): v for _, v in choices}
@@ -358,19 +433,12 @@ async def rotate(
     form = await read_form(request)
     grace = choice(form.get("grace_period_seconds"), GRACE_CHOICES)
     rotated = await api.rotate_secret(request.match_info["endpoint_id"], grace)
-    # Shown on this answer only, never put in a URL: the secret is as good as the key.
-    shown = rotated["secret"] or rotated["public_key"]
-    kind = "secret" if rotated["secret"] else "public key"
     until = [d.moment(p["expires_at"]) for p in rotated["previous_keys"]]
     back = place.path("endpoints", rotated["id"])
-    under = "/v1" if place.app is None else f"/v1/applications/{place.app}"
     body = render(
-        "<p>The new signing $kind, shown this once (also at GET $under/endpoints/{id}/secret):"
-        '</p><pre class="secret">$shown</pre><p>Older keys still signing until: $until</p>'
-        '<p><a href="$back">Back to the endpoint</a></p>',
-        under=under,
-        kind=kind,
-        shown=shown,
+        '$shown<p>Older keys still signing until: $until</p><p><a href="$back">Back to the '
+        "endpoint</a></p>",
+        shown=secret_shown(place, rotated, "new "),
         until=", ".join(until) or "none",
         back=back,
     )

@@ -1,5 +1,5 @@
 """Event types: the catalog (``GET /v1/event-types``, global: every application's), each type
-as the subscriber portal shows it (portal/catalog.py ``card``: its description, group,
+as the subscriber portal shows it (dashboard/catalog.py ``card``: its description, group,
 deprecation, and its schema and example folded), the archived ones apart when asked for.
 """
 
@@ -10,10 +10,10 @@ from aiohttp import web
 from webhook_service.admin.api import JSON, AdminApi
 from webhook_service.dashboard import layout
 from webhook_service.dashboard.access import signed_in
+from webhook_service.dashboard.catalog import card
 from webhook_service.dashboard.markup import Markup, join, path, render, with_query
 from webhook_service.dashboard.places import Place
 from webhook_service.dashboard.session import Session
-from webhook_service.portal.catalog import card
 
 EVENT_TYPES = "event-types"
 PAGE_SIZE = 50

@@ -31,6 +31,9 @@ NOTICES = {
     "retried": "Retry scheduled: a worker sends it now.",
     "enabled": "Endpoint enabled: new events reach it again.",
     "disabled": "Endpoint disabled: its events are kept as disabled deliveries.",
+    "saved": "Endpoint saved: the changes apply from its next event and attempt.",
+    "unchanged": "Nothing was changed: the form was as the endpoint is.",
+    "example": "Example sent to this endpoint alone: this page follows its delivery.",
     "signed-out": "Signed out.",
 }
 
@@ -49,11 +52,12 @@ _PAGE = """<!doctype html>
 
 
 def _nav(place: Place, active: str) -> Markup:
-    """The same places everywhere; within an application, its endpoints, its deliveries
-    and its portal links. The catalog is every application's."""
+    """The same places everywhere; within an application, its endpoints, its events, its
+    deliveries and its portal links. The catalog is every application's."""
     items = (
         ("applications", "Applications", path(APPLICATIONS)),
         ("endpoints", "Endpoints", place.home),
+        ("events", "Events", place.path("events")),
         ("deliveries", "Deliveries", place.path("deliveries")),
         ("portal-links", "Portal links", place.path("portal-links")),
         ("event-types", "Event types", path("event-types")),

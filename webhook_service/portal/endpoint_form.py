@@ -1,141 +1,44 @@
-"""Adding and editing an endpoint: its URL, the event types it takes (picked from the
-catalog, each with its description, schema and example), its channels.
+"""Adding and editing an endpoint in the portal: its URL, the event types it takes (picked
+from the catalog, each with its description, schema and example), its channels.
 
-A URL the service refuses to send to (a private, loopback or otherwise internal address:
-the API's 422 ``destination-blocked``) is explained in plain words on the form, with the
-person's input kept, rather than as the API's terse reason.
+The form, reading it and the plain words for a refused URL are the dashboard's too
+(dashboard/endpoint_form.py); this module puts them on the portal's pages.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from aiohttp import web
-from multidict import MultiDictProxy
 
 from webhook_service.admin.api import JSON, AdminApi
 from webhook_service.api.body import read_form
 from webhook_service.client.errors import APIError
-from webhook_service.dashboard.access import explain, redirect
+from webhook_service.dashboard import catalog
+from webhook_service.dashboard.access import redirect
+from webhook_service.dashboard.endpoint_form import (
+    BLOCKED_REASONS as BLOCKED_REASONS,  # where the portal's tests read them
+)
+from webhook_service.dashboard.endpoint_form import (
+    EndpointForm,
+    FormFrame,
+    form_markup,
+    refusal,
+    subscriber_fields,
+)
 from webhook_service.dashboard.markup import Markup, render
-from webhook_service.dashboard.session import CSRF_FIELD
-from webhook_service.portal import catalog, layout
+from webhook_service.portal import layout
 from webhook_service.portal.layout import Brand
 from webhook_service.portal.place import path
 from webhook_service.portal.secret_pages import shown_once
 from webhook_service.portal.session import PortalSession
 from webhook_service.portal.views import portal_page
 
-# Why the service would not take a URL (the reason the API gives in the problem's
-# errors[].detail, before its colon), said for someone who never saw our service.
-_PRIVATE = (
-    "We only send webhooks to addresses on the public internet, never to private, "
-    "loopback or cloud-internal ones (such as localhost, 127.0.0.1, 10.x.x.x, 192.168.x.x "
-    "or 169.254.169.254), so that nobody can use them to reach machines inside our "
-    "network. Use your server's public domain name or address."
-)
-BLOCKED_REASONS = {
-    "blocked_address": "That address is not on the public internet. " + _PRIVATE,
-    "localhost_name": "That name points at this machine or at an internal network. " + _PRIVATE,
-    "non_canonical_ip": "Write an IP address as four numbers with dots (such as "
-    "203.0.113.7), or better, use a domain name.",
-    "scheme": "The URL must start with https:// (or http://).",
-    "https_required": "Only https:// URLs are accepted: your endpoint must use TLS.",
-    "userinfo": "Leave the user name and password out of the URL. To authenticate us, check "
-    "our signature instead (see Verify signatures).",
-    "bad_port": "The port in the URL is not a valid one (1 to 65535).",
-    "no_host": "The URL has no host name: write it whole, such as https://example.com/webhooks.",
-    "invalid_url": "That is not a URL we can read: write it whole, such as "
-    "https://example.com/webhooks.",
-    "unresolvable": "We could not find that host name. Check its spelling, or wait until "
-    "its DNS record is published.",
-}
-
-
-def refusal(error: APIError) -> str:
-    """What to tell a person whose URL or fields the API refused."""
-    problem = error.problem
-    if problem.kind == "destination-blocked":
-        for item in problem.errors:
-            reason = item.get("detail", "").split(":", 1)[0]
-            if reason in BLOCKED_REASONS:
-                return BLOCKED_REASONS[reason]
-        return f"We cannot send webhooks to this URL. {_PRIVATE}"
-    return explain(error)
-
-
-@dataclass(frozen=True)
-class EndpointForm:
-    """What the form holds: as typed, so a refused one is shown again unchanged."""
-
-    url: str = ""
-    description: str = ""
-    event_types: tuple[str, ...] = ()
-    channels: str = ""
-
-    @classmethod
-    def of(cls, endpoint: JSON) -> EndpointForm:
-        return cls(
-            endpoint["url"],
-            endpoint.get("description") or "",
-            tuple(endpoint.get("event_types") or ()),
-            ", ".join(endpoint.get("channels") or ()),
-        )
-
-    @classmethod
-    def read(cls, form: MultiDictProxy[str]) -> EndpointForm:
-        return cls(
-            form.get("url", "").strip(),
-            form.get("description", "").strip(),
-            tuple(form.getall("event_types", [])),
-            form.get("channels", ""),
-        )
-
-    def fields(self) -> JSON:
-        """The API's fields. No type ticked: every type; no channel: every event."""
-        channels = [c.strip() for c in self.channels.split(",") if c.strip()]
-        return {
-            "url": self.url,
-            "description": self.description,
-            "event_types": list(self.event_types) or None,
-            "channels": channels or None,
-        }
-
-
-_FORM = """<form method="post" action="$action" class="endpoint-form">
-<input type="hidden" name="$csrf_field" value="$csrf">
-<label>Endpoint URL <input type="url" name="url" value="$url" required
- placeholder="https://example.com/webhooks" autocomplete="off"></label>
-<p class="hint">Where we POST each event. It must be reachable from the internet.</p>
-<label>Description <input type="text" name="description" value="$description"
- placeholder="Production orders"></label>
-<fieldset><legend>Event types</legend>
-<p class="hint">Tick the events to receive; tick none to receive every type.</p>$types
-</fieldset>
-<label>Channels <input type="text" name="channels" value="$channels"
- placeholder="eu, priority"></label>
-<p class="hint">Optional, separated by commas: only events sent to one of these channels
-reach this endpoint. Leave empty for every event of its types.</p>
-<button type="submit" class="primary">$submit</button> <a href="$cancel">Cancel</a>
-</form>"""
-
 
 def render_form(
     session: PortalSession, action: str, form: EndpointForm, types: list[JSON], submit: str,
     cancel: str,
 ) -> Markup:  # fmt: skip
-    return render(
-        _FORM,
-        action=action,
-        csrf_field=CSRF_FIELD,
-        csrf=session.csrf,
-        url=form.url,
-        description=form.description,
-        types=catalog.choices(types, form.event_types),
-        channels=form.channels,
-        submit=submit,
-        cancel=cancel,
-    )
+    fields = subscriber_fields(form, catalog.choices(types, form.event_types), {})
+    return form_markup(FormFrame(action, submit, cancel, session.csrf), fields)
 
 
 async def _form_page(

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from webhook_service.admin import describe as d
 from webhook_service.admin.api import JSON, AdminApi
-from webhook_service.api.body import read_form
+from webhook_service.dashboard import catalog
 from webhook_service.dashboard import layout as dashboard_layout
 from webhook_service.dashboard.access import redirect
 from webhook_service.dashboard.delivery_pages import delivery_headers, delivery_rows
@@ -19,15 +19,16 @@ from webhook_service.dashboard.endpoint_pages import (
     endpoint_charts,
     endpoint_facts,
     endpoint_list,
+    example_form,
     recover_form,
     rotate_form,
+    start_example,
     start_recovery,
     switch_endpoint,
     toggle_button,
 )
 from webhook_service.dashboard.markup import Markup, join, render, with_query
-from webhook_service.dashboard.session import CSRF_FIELD
-from webhook_service.portal import catalog, layout
+from webhook_service.portal import layout
 from webhook_service.portal.layout import Brand
 from webhook_service.portal.place import path
 from webhook_service.portal.session import PortalSession
@@ -66,25 +67,6 @@ async def overview(
     )
 
 
-def _example_form(here: str, endpoint: JSON, types: list[JSON], session: PortalSession) -> Markup:
-    """Send one catalog example of a type this endpoint takes, to it alone."""
-    takes = endpoint.get("event_types")
-    offered = [t for t in types if takes is None or t["name"] in takes]
-    if not offered:
-        return Markup("")
-    options = join(render('<option value="$n">$n</option>', n=t["name"]) for t in offered)
-    return render(
-        '<form method="post" action="$action" class="inline">'
-        '<input type="hidden" name="$field" value="$csrf">'
-        '<label>Send an example <select name="event_type">$options</select></label>'
-        '<button type="submit">Send example</button></form>',
-        action=here + "/send-example",
-        field=CSRF_FIELD,
-        csrf=session.csrf,
-        options=options,
-    )
-
-
 def _actions(endpoint: JSON, types: list[JSON], session: PortalSession) -> Markup:
     here = path("endpoints", endpoint["id"])
     held = session.capabilities
@@ -99,7 +81,7 @@ def _actions(endpoint: JSON, types: list[JSON], session: PortalSession) -> Marku
             )
         )  # fmt: skip
     if Capability.SEND_EXAMPLES in held:
-        parts.append(_example_form(here, endpoint, types, session))
+        parts.append(example_form(here, endpoint, types, session))
     if Capability.VIEW_SECRETS in held:
         parts.append(dashboard_layout.post_button(here + "/secret", "Reveal secret", session))
     if Capability.ROTATE_SECRETS in held:
@@ -171,10 +153,4 @@ async def delete(
 recover = portal_action(start_recovery)
 
 
-@portal_page
-async def send_example(
-    request: web.Request, session: PortalSession, api: AdminApi, brand: Brand
-) -> web.StreamResponse:
-    form = await read_form(request)
-    sent = await api.send_example(request.match_info["endpoint_id"], form.get("event_type", ""))
-    return redirect(path("deliveries", sent["delivery_id"]) + "?done=example")
+send_example = portal_action(start_example)

@@ -111,7 +111,7 @@ def test_a_flat_top_page_has_no_application_and_no_breadcrumbs() -> None:
 def test_every_page_has_both_forms_with_one_handler() -> None:
     flat = {(m, p): h for m, p, h in ROUTES if not p.startswith(NESTED_PREFIX)}
     nested = {(m, p): h for m, p, h in ROUTES if p.startswith(NESTED_PREFIX)}
-    assert len(nested) == 14
+    assert len(nested) == 21
     for (method, route), handler in nested.items():
         assert flat[(method, "/dashboard" + route[len(NESTED_PREFIX) :])] is handler, route
     single = {p for (_, p) in flat} - {"/dashboard" + p[len(NESTED_PREFIX) :] for _, p in nested}
