@@ -138,7 +138,7 @@ async def test_a_subscriber_adds_an_endpoint_sends_an_example_retries_and_rotate
     await shot(page, "06-failed")
     healed = True
     await page.get_by_role("button", name="Retry now").click()
-    await expect(page.get_by_text("Sending it again now.")).to_be_visible()
+    await expect(page.get_by_text("Retry requested: its next attempt is due now.")).to_be_visible()
     await expect(attempts.locator("dd .badge").first).to_have_text("succeeded", timeout=30_000)
     await expect(attempts.locator("table tbody tr")).to_have_count(5)
     assert [r.status for r in receiver.for_endpoint("portal")][-1] == 200

@@ -33,7 +33,7 @@ NOTICES = {
     "deleted": "Endpoint deleted: nothing more is sent to it.",
     "enabled": "Endpoint enabled: new events reach it again.",
     "disabled": "Endpoint disabled: its events are kept, and not sent, until you enable it.",
-    "retried": "Sending it again now.",
+    "retried": "Retry requested: its next attempt is due now.",
     "example": "Example sent. Its attempt shows below as soon as your endpoint answers.",
 }
 
