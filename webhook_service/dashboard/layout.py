@@ -28,7 +28,7 @@ SECURITY_HEADERS = {
 
 # What a redirect after an action says on the page it lands on (?done=<code>).
 NOTICES = {
-    "retried": "Retry scheduled: a worker sends it now.",
+    "retried": "Retry requested: its next attempt is due now.",
     "enabled": "Endpoint enabled: new events reach it again.",
     "disabled": "Endpoint disabled: its events are kept as disabled deliveries.",
     "saved": "Endpoint saved: the changes apply from its next event and attempt.",
