@@ -80,6 +80,7 @@ async def measure(
         retry_policy(settings),
         health_policy(settings),
         lease_ms=30_000,
+        request_timeout=15.0,
         endpoint_concurrency=BATCH,  # a batch to one endpoint at once: none parked
     )
     await client.xtrim(keys.outbox(0), maxlen=0)

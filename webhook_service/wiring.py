@@ -52,6 +52,7 @@ def delivery_engine(settings: Settings, client: Redis, transport: Transport) -> 
         retry_policy(settings),
         health_policy(settings),
         lease_ms=int(settings.lease_seconds * 1000),
+        request_timeout=settings.request_timeout,
         endpoint_concurrency=settings.endpoint_concurrency,
         max_in_flight=settings.worker_max_in_flight,
         counts_interval=settings.counts_interval,

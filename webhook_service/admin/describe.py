@@ -111,6 +111,12 @@ def request_timeout(endpoint: dict[str, Any]) -> str:
     return GLOBAL if seconds is None else f"{seconds:g} s"
 
 
+def ordering(endpoint: dict[str, Any]) -> str:
+    if endpoint.get("ordering") == "fifo":
+        return "FIFO: one at a time, in the order accepted"
+    return "none: several at once"
+
+
 def event_types(endpoint: dict[str, Any]) -> str:
     types = endpoint.get("event_types")
     return ", ".join(types) if types else "all"

@@ -23,6 +23,7 @@ SCHEDULE_HELP = (
     "seconds before each attempt, the first 0; its length is the attempt budget (at most 20, "
     "7 days in all); default: WEBHOOK_RETRY_SCHEDULE"
 )
+ORDERING_HELP = "fifo: one delivery at a time, in the order accepted; none: several at once"
 TIMEOUT_HELP = "its request timeout, 1 to 60 s; default: WEBHOOK_REQUEST_TIMEOUT"
 FILTER_HELP = (
     'a payload filter, JSON: {"data.amount": {"$gte": 100}} (README: Payload filters); '
@@ -86,6 +87,8 @@ def _policy(args: argparse.Namespace) -> dict[str, Any]:
         fields["timeout_seconds"] = None
     elif args.timeout is not None:
         fields["timeout_seconds"] = args.timeout
+    if args.ordering is not None:
+        fields["ordering"] = None if args.ordering == "none" else args.ordering
     return fields
 
 
@@ -114,7 +117,8 @@ async def update_endpoint(ctx: Context) -> None:
     fields = _policy(ctx.args) | _filter(ctx.args)
     if not fields:
         raise UsageError(
-            "give what to change: --retry-schedule, --timeout or --filter (or their --no-…)"
+            "give what to change: --retry-schedule, --timeout, --ordering or --filter (or "
+            "their --no-…)"
         )
     updated = await ctx.api.update_endpoint(ctx.args.endpoint_id, fields)
     ctx.out.show(updated, lambda: views.endpoint_fields(updated))
@@ -182,10 +186,13 @@ def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     create.add_argument("--retry-schedule", type=_schedule, metavar="0,5,300", help=SCHEDULE_HELP)
     create.add_argument("--timeout", type=float, metavar="SECONDS", help=TIMEOUT_HELP)
     create.add_argument("--filter", type=_json_object, metavar="JSON", help=FILTER_HELP)
+    create.add_argument("--ordering", choices=("fifo", "none"), help=ORDERING_HELP)
     # Nothing to clear yet.
     create.set_defaults(no_retry_schedule=False, no_timeout=False, no_filter=False)
 
-    update = action("update", update_endpoint, "change an endpoint's retry policy or filter")
+    update = action(
+        "update", update_endpoint, "change an endpoint's retry policy, ordering or filter"
+    )
     update.add_argument("endpoint_id", metavar="ENDPOINT_ID")
     schedule = update.add_mutually_exclusive_group()
     schedule.add_argument("--retry-schedule", type=_schedule, metavar="0,5,300", help=SCHEDULE_HELP)
@@ -195,6 +202,7 @@ def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     timeout = update.add_mutually_exclusive_group()
     timeout.add_argument("--timeout", type=float, metavar="SECONDS", help=TIMEOUT_HELP)
     timeout.add_argument("--no-timeout", action="store_true", help="the global timeout again")
+    update.add_argument("--ordering", choices=("fifo", "none"), help=ORDERING_HELP)
     payload = update.add_mutually_exclusive_group()
     payload.add_argument("--filter", type=_json_object, metavar="JSON", help=FILTER_HELP)
     payload.add_argument("--no-filter", action="store_true", help="every event of its types")

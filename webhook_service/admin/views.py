@@ -97,6 +97,7 @@ def endpoint_fields(endpoint: JSON) -> str:
         ("rate limit", endpoint["rate_limit"] or d.NOTHING),
         ("retries", d.retry_schedule(endpoint)),
         ("timeout", d.request_timeout(endpoint)),
+        ("ordering", d.ordering(endpoint)),
         ("headers", d.endpoint_headers(endpoint)),
         ("created", d.moment(endpoint["created_at"])),
         ("updated", d.moment(endpoint["updated_at"])),

@@ -129,6 +129,7 @@ async def create_endpoint(request: web.Request) -> web.Response:
         channels=body.channels,
         retry_schedule=None if body.retry_schedule is None else tuple(body.retry_schedule),
         timeout_seconds=body.timeout_seconds,
+        ordering=body.ordering,
         filter=_filter_text(body.filter),
     )
     await _save_new(svc, record)
@@ -227,6 +228,8 @@ async def patch_endpoint(request: web.Request) -> web.Response:
         )
     if "timeout_seconds" in given:
         record.timeout_seconds = patch.timeout_seconds
+    if "ordering" in given:
+        record.ordering = patch.ordering
     # From the next event on: ingest checks the version it evaluated (api/endpoint_filters.py).
     if "filter" in given:
         record.filter = _filter_text(patch.filter)

@@ -278,6 +278,8 @@ class EndpointIn(_Strict):
     timeout_seconds: TimeoutSeconds | None = None
     # A payload filter (webhook_service/filters.py), checked by api/endpoints.py; null: none.
     filter: dict[str, Any] | None = None
+    # "fifo": one delivery at a time, in the order the events were accepted; null: none.
+    ordering: Literal["fifo"] | None = None
 
 
 # A rotation keeps the old key signing for at most a week.
@@ -303,6 +305,7 @@ class EndpointPatch(_Strict):
     timeout_seconds: TimeoutSeconds | None = None
     # A payload filter (webhook_service/filters.py), checked by api/endpoints.py; null: none.
     filter: dict[str, Any] | None = None
+    ordering: Literal["fifo"] | None = None
 
 
 def _instant(text: str) -> str:
@@ -384,6 +387,7 @@ def endpoint_json(record: EndpointRecord, headers: Mapping[str, str | None]) -> 
         "retry_schedule": None if record.retry_schedule is None else list(record.retry_schedule),
         "timeout_seconds": record.timeout_seconds,
         "filter": None if record.filter is None else orjson.loads(record.filter),
+        "ordering": record.ordering,
         "signature": record.signature,
         "public_key": record.public_key,
         "created_at": iso(record.created_ms),

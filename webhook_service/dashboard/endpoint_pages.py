@@ -316,6 +316,7 @@ def endpoint_facts(endpoint: JSON, stats: JSON) -> Markup:
         ("Signature", endpoint["signature"]),
         ("Retry schedule", d.retry_schedule(endpoint)),
         ("Request timeout", d.request_timeout(endpoint)),
+        ("Ordering", d.ordering(endpoint)),
         ("Backlog", f"{stats['backlog']} pending"),
         ("Last success", d.moment(stats["last_success_at"])),
         ("Last failure", d.last_failure(stats)),

@@ -112,6 +112,7 @@ class DeliveryEngine:
         health: HealthPolicy,
         *,
         lease_ms: int,
+        request_timeout: float,
         endpoint_concurrency: int = 10,
         max_in_flight: int = 100,
         counts_interval: float = 1.0,
@@ -123,6 +124,7 @@ class DeliveryEngine:
         self._policy = policy
         self._health = health
         self._lease_ms = lease_ms
+        self._request_timeout = request_timeout
         self._endpoint_concurrency = endpoint_concurrency
         self._max_in_flight = max_in_flight
         self._clock = clock
@@ -251,6 +253,15 @@ class DeliveryEngine:
     async def _deliver(self, job: Job, token: str, until_ms: int, chain: bool) -> Result:
         """``until_ms``: when the lease taken for this send runs out."""
         started = self._clock()
+        if (
+            job.ordered
+            and started + 1000 * (job.timeout_seconds or self._request_timeout) > until_ms
+        ):
+            # A FIFO head whose send could outlast its lease (this process stalled since it
+            # leased it): another worker may lease it then, and send the next one while this
+            # send is still going. Left to its lease's end, to be sent again then.
+            log.warning("lease too short to send in order", extra={"delivery_id": job.delivery_id})
+            return Result(job.delivery_id, UNRECORDED, job.attempt)
         body = job.body.encode()
         credentials = self._credentials(job, started)
         ours = CIMultiDict(credentials.signer.headers(job.event_id, started // 1000, body))

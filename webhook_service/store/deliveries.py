@@ -58,6 +58,10 @@ class Job:
     # The endpoint's own retry policy, read with it (None: the global setting's).
     retry_schedule: tuple[float, ...] | None = None
     timeout_seconds: float | None = None
+    # The head of a FIFO endpoint's line: the next one goes once this one ends.
+    ordered: bool = False
+    # The producer's W3C traceparent, kept with the event; None: it sent none.
+    traceparent: str | None = None
 
     def lease_ms(self, base_ms: int) -> int:
         """How long common.lua lease_one leased it for, given the ``base_ms`` asked for
@@ -85,6 +89,7 @@ class LeaseSkip(StrEnum):
     BUSY = "busy"  # its endpoint holds max_in_flight leases: parked for a slot
     APP_BUSY = "app_busy"  # its application holds app_max_in_flight: parked for a slot
     THROTTLED = "throttled"  # its endpoint's rate limit: due again once it allows
+    QUEUED = "queued"  # behind the head of its FIFO endpoint's line: due once that ends
 
 
 class RecordOutcome(StrEnum):
@@ -154,6 +159,8 @@ class LeaseResult:
                         job,
                         retry_schedule=decode_schedule(row[9]),
                         timeout_seconds=decode_timeout(row[10]),
+                        ordered=row[11] == "1",
+                        traceparent=row[12] or None,
                     )
                 )
             else:

@@ -53,6 +53,9 @@ class EndpointRecord:
     # Its own retry policy (delivery/policy.py); None: the global setting's.
     retry_schedule: tuple[float, ...] | None = None
     timeout_seconds: float | None = None
+    # 'fifo': its deliveries go one at a time, in the order they were made (lua/common.lua
+    # pending_in); None: as many at once as the limits allow.
+    ordering: Literal["fifo"] | None = None
     # Its payload filter as stored (webhook_service/filters.py Filter.text); None: every
     # event of its types and channels.
     filter: str | None = None
@@ -169,6 +172,7 @@ def _from_hash(endpoint_id: str, raw: dict[str, str]) -> EndpointRecord:
         retry_schedule=decode_schedule(raw.get("retry_schedule", "")),
         timeout_seconds=decode_timeout(raw.get("timeout", "")),
         filter=raw.get("filter") or None,
+        ordering="fifo" if raw.get("ordering") == "fifo" else None,
     )
 
 
@@ -290,6 +294,7 @@ class EndpointStore:
             "retry_schedule": encode_schedule(record.retry_schedule),
             "timeout": "" if record.timeout_seconds is None else repr(record.timeout_seconds),
             "filter": record.filter or "",
+            "ordering": record.ordering or "",
         }
         if creating:
             fields["secrets"] = encode_secrets(record.secrets)

@@ -144,7 +144,8 @@ class Accepted:
     event_id: str = ""
     event_type: str = ""
     created_ms: int = 0
-    delivery_ids: tuple[str, ...] = ()  # the pending ones
+    # The pending ones to wake now: not scheduled, nor behind a FIFO line's head.
+    delivery_ids: tuple[str, ...] = ()
     fanout: int = 0
     woken: bool = False  # their wake-ups are queued already (InlineWakeup)
     retry_after_ms: int = 0  # THROTTLED: when the application's limit takes one more

@@ -31,7 +31,9 @@ B endpoint:{ep}              hash   url, description, event_types (JSON), disabl
                                     most 10), retry_schedule ('' = the global one, else
                                     a JSON list of delays), timeout ('' = the global
                                     request timeout, else seconds), filter ('' = none,
-                                    else its payload filter's JSON: filters.py)
+                                    else its payload filter's JSON: filters.py),
+                                    ordering ('fifo', or '' = none: lua/common.lua
+                                    pending_in)
 B endpoints                  zset   every endpoint id of the bucket's applications
                                     (score 0, ordered by id = time): operator views
 B endpoints:seq              str    the last endpoint sequence number given in the
@@ -76,6 +78,8 @@ B parked:app:{app}           zset   the application's deliveries waiting for one
                                     those slots, by when they began to wait
 B rate:{ep}                  str    the endpoint's rate limiter state (GCRA arrival)
 B backlog:{ep}               str    how many of the endpoint's deliveries are pending
+B fifo:{ep}                  list   a FIFO endpoint's pending deliveries in the order
+                                    they became pending; only the head is due
 B event:{msg}                hash   type, created (ms) (**), body (the exact bytes we
                                     sign), key (producer key id), app (its
                                     application; '' for our operational events, which
@@ -95,7 +99,8 @@ B delivery:{dlv}             hash   event (**), endpoint (**), type (**), status
                                     attempt: 2xx..5xx, timeout, network), sched (ms:
                                     the deliver_at it was made for, when that was
                                     ahead; shown scheduled while next_at is that
-                                    and no attempt was made, store/states.py). Only
+                                    and no attempt was made, store/states.py), fifo
+                                    ('1' while it is in its endpoint's FIFO line). Only
                                     while it is in flight, and WEBHOOK_HOT_SECONDS after it
                                     finished (then the log alone holds it, with its
                                     attempts). Nothing dead is kept: code and error only
@@ -331,6 +336,7 @@ LUA_KEYS = {
     "app_parked": "parked:app:",
     "rate": "rate:",
     "backlog": "backlog:",
+    "fifo": "fifo:",
     "event": "event:",
     "delivery": "delivery:",
     "minute_infix": ":m:",
@@ -431,6 +437,10 @@ def rate(endpoint_id: str) -> str:
 
 def backlog(endpoint_id: str) -> str:
     return _of("backlog", endpoint_id)
+
+
+def fifo(endpoint_id: str) -> str:
+    return _of("fifo", endpoint_id)
 
 
 def endpoint_stats(endpoint_id: str) -> str:

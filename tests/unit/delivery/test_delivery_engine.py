@@ -155,6 +155,7 @@ def make_engine(
         policy or RetryPolicy((0.0, 10.0, 20.0), jitter=0.0),
         HEALTH,
         lease_ms=30_000,
+        request_timeout=15.0,
         counts_interval=counts_interval,
         clock=clock,
     )
@@ -381,6 +382,26 @@ async def test_skipped_deliveries_are_reported_and_not_sent(box: SecretBox) -> N
     assert [r["delivery_id"] for r in store.records] == [DELIVERY_ID]
 
 
+@pytest.mark.parametrize("ordered", [True, False])
+async def test_a_fifo_head_is_not_sent_when_its_send_could_outlast_its_lease(
+    box: SecretBox, ordered: bool
+) -> None:
+    """Leased at NOW_MS for 30 s, started 16 s later: a 15 s send would end after the lease,
+    when another worker may have sent the next delivery of the line."""
+    store = FakeStore([make_job(seal(box, (generate_secret(), None)), ordered=ordered)])
+    receiver = Receiver()
+    times = iter([NOW_MS, NOW_MS + 16_000])
+    engine = make_engine(store, box, receiver, clock=lambda: next(times, NOW_MS + 16_000))
+
+    outcomes = await engine.run([DELIVERY_ID])
+
+    if ordered:
+        assert outcomes == [Result(DELIVERY_ID, UNRECORDED, 1)]
+        assert not receiver.requests and not store.records
+    else:
+        assert outcomes == [Result(DELIVERY_ID, "succeeded", 1)]
+
+
 async def test_a_batch_sends_every_job_to_its_own_url(box: SecretBox) -> None:
     secret = generate_secret()
     sealed = seal(box, (secret, None))
@@ -439,6 +460,7 @@ async def _run_over_http(box: SecretBox, http: aioresponses, headers: dict[str, 
         RetryPolicy((0.0, 10.0, 20.0), jitter=0.0),
         HEALTH,
         lease_ms=30_000,
+        request_timeout=15.0,
         clock=lambda: NOW_MS,
     )
     try:
@@ -639,6 +661,7 @@ async def test_start_waits_for_room_below_the_process_cap(box: SecretBox) -> Non
         RetryPolicy((0.0,), jitter=0.0),
         HEALTH,
         lease_ms=30_000,
+        request_timeout=15.0,
         max_in_flight=1,
         clock=lambda: NOW_MS,
     )

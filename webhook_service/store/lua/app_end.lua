@@ -12,6 +12,7 @@
 --   whose bucket every other key is of, its due set too: only the deliveries of its
 --   bucket's applications are scanned. K.app .. <app> .. K.app_endpoints_suffix,
 --   K.endpoint .. <ep>, K.due, K.delivery .. <dlv>, K.parked .. <ep>, K.backlog .. <ep>,
+--   K.fifo .. <ep>,
 --   K.metrics, K.outbox
 -- ARGV (store/app_deletion.py AppEndArgs.argv gives them in this order):
 local app = ARGV[1]

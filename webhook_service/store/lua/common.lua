@@ -1,6 +1,12 @@
 -- Helpers shared by every script; scripts.py prepends `local K = {...}` (the key templates
 -- from keys.py) and this file to each script, so key names are spelled only in keys.py.
 
+-- The server's clock in whole ms, for a step whose caller passes no time of its own.
+local function server_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
 -- Ids (ids.py): a prefix, '_', 10 Crockford base32 characters of ms, then the rest.
 local ALPHABET = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
 local function id_time(id)
@@ -91,19 +97,72 @@ local function delivery_rows(ids, endpoints, statuses)
   return rows
 end
 
--- An endpoint's backlog, its deliveries pending (GET /v1/endpoints/{id}/stats), counted as
--- deliveries enter and leave that state: reading it is one GET, and it holds however long
--- ago they were made. Not for an endpoint that is gone (its key went with it).
-local function count_pending(ep, by)
-  if redis.call('EXISTS', K.endpoint .. ep) == 1 then redis.call('INCRBY', K.backlog .. ep, by) end
+-- Every delivery enters and leaves 'pending' through these two, which keep what counts
+-- the endpoint's pending deliveries:
+-- * its backlog (GET /v1/endpoints/{id}/stats), counted as deliveries enter and leave: reading
+--   it is one GET, and it holds however long ago they were made. Not for an endpoint that is
+--   gone (its key went with it).
+-- * for an endpoint with ordering 'fifo', its line (K.fifo .. <ep>): its pending deliveries in
+--   the order they became pending, each marked fifo = '1'. Only the line's head is due and
+--   may be leased (lease_one); the others wait with a due entry FIFO_WAIT_MS on, a fallback
+--   only, so that every pending delivery stays in the due set (app_end.lua scans it), and the
+--   head that ends hands the line on (pending_out), in the same step. A delivery made while
+--   the endpoint was not FIFO is in no line and goes as before.
+local FIFO_WAIT_MS = 3600000
+
+-- A delivery now pending, due at due_at unless it waits in its endpoint's line. Returns
+-- whether it is due at due_at (false: it waits behind the line's head; no wake-up for it).
+local function pending_in(ep, id, due_at, now)
+  local e = redis.call('HMGET', K.endpoint .. ep, 'url', 'ordering')
+  if e[1] then redis.call('INCRBY', K.backlog .. ep, 1) end
+  if e[2] == 'fifo' then
+    redis.call('HSET', K.delivery .. id, 'fifo', '1')
+    if redis.call('RPUSH', K.fifo .. ep, id) > 1 then
+      redis.call('ZADD', K.due, now + FIFO_WAIT_MS, id)
+      return false
+    end
+  end
+  redis.call('ZADD', K.due, due_at, id)
+  return true
+end
+
+-- A delivery no longer pending (it ended). If it headed its endpoint's line, the next one
+-- becomes the head, due at its own next_at (a scheduled one's time) or now; it is returned
+-- so that the caller may lease it in the same step (record.lua).
+local function pending_out(ep, id, now)
+  if redis.call('EXISTS', K.endpoint .. ep) == 1 then redis.call('INCRBY', K.backlog .. ep, -1) end
+  if redis.call('HGET', K.delivery .. id, 'fifo') ~= '1' then return nil end
+  redis.call('HDEL', K.delivery .. id, 'fifo')
+  local line = K.fifo .. ep
+  if redis.call('LINDEX', line, 0) ~= id then
+    redis.call('LREM', line, 1, id)
+    return nil
+  end
+  redis.call('LPOP', line)
+  local head = redis.call('LINDEX', line, 0)
+  if not head then return nil end
+  local at = tonumber(redis.call('HGET', K.delivery .. head, 'next_at') or '') or now
+  redis.call('ZADD', K.due, math.max(now, at), head)
+  return head
+end
+
+-- The endpoint's line dissolved (it is deleted, or no longer FIFO): each delivery in it
+-- goes as any other, due now; the head keeps its due entry (it may be leased).
+local function fifo_release(ep, now)
+  local line = K.fifo .. ep
+  for i, id in ipairs(redis.call('LRANGE', line, 0, -1)) do
+    redis.call('HDEL', K.delivery .. id, 'fifo')
+    if i > 1 then redis.call('ZADD', K.due, now, id) end
+  end
+  redis.call('DEL', line)
 end
 
 -- A delivery that ends without an attempt (its endpoint or its payload is gone).
 local function fail_unsent(id, ep, why, now)
   redis.call('HSET', K.delivery .. id, 'status', 'failed', 'error', why, 'updated', now)
   count_outcome('failed')
-  count_pending(ep, -1)
   redis.call('ZREM', K.due, id)
+  pending_out(ep, id, now)
   log_state(id)
 end
 
@@ -173,8 +232,9 @@ local function takes(wanted, ep_channels)
   return false
 end
 
--- One delivery of an event to an endpoint; returns its id and status, or nil when the
--- endpoint's channels leave the event out (takes: `wanted` is channel_filter's).
+-- One delivery of an event to an endpoint; returns its id, its status and whether it wants a
+-- wake-up now (pending, not scheduled, not waiting in its endpoint's FIFO line), or nil
+-- when the endpoint's channels leave the event out (takes: `wanted` is channel_filter's).
 -- The id is 'dlv_', part (the event's id body, or a replay's own, 26 characters), then
 -- the endpoint's tail: ids.delivery_id. `at` (ms, nil = now): a scheduled delivery, due
 -- then and not before; it stays 'pending' for every script and keeps `sched` (its time)
@@ -205,10 +265,9 @@ local function create_delivery(now, part, event_id, ep, etype, budget, due_at, w
   end
   redis.call('HSET', K.delivery .. id, unpack(fields))
   count_outcome(status)
-  if status == 'pending' then count_pending(ep, 1) end
-  if status == 'pending' then redis.call('ZADD', K.due, at or due_at, id) end
-  if at then return id, 'scheduled' end
-  return id, status
+  local due = status == 'pending' and pending_in(ep, id, at or due_at, now)
+  if at then return id, 'scheduled', false end
+  return id, status, due
 end
 
 -- Write one event and one delivery per endpoint that takes it, and their log record.
@@ -229,14 +288,14 @@ local function create_event(now, ev, endpoints, budget, due_at)
   if ev.at and ev.at > now then at = ev.at end
   local ids, pending, tails, reached, statuses = {}, {}, {}, {}, {}
   for _, ep in ipairs(endpoints) do
-    local id, status = create_delivery(now, event_part, ev.id, ep, ev.type, budget, due_at,
-      wanted, at)
+    local id, status, wake = create_delivery(now, event_part, ev.id, ep, ev.type, budget,
+      due_at, wanted, at)
     if id then
       ids[#ids + 1] = id
       tails[#tails + 1] = string.sub(id, 31)
       reached[#reached + 1] = ep
       statuses[#statuses + 1] = status
-      if status == 'pending' then pending[#pending + 1] = id end
+      if wake then pending[#pending + 1] = id end
     end
   end
   local rec = {id = ev.id, type = ev.type, t = now, key = ev.key, app = ev.app,
@@ -380,15 +439,17 @@ end
 
 -- Take a lease on one delivery, or say why not: {id, why} or, leased, {id, 'go', attempts,
 -- event, endpoint, body, url, secrets, headers, retry_schedule, timeout (the endpoint's
--- policy, '' for the global one)}. lease.lua takes a wake-up's batch with it; record.lua
--- the parked deliveries that the slots its attempt freed go to. At most max_in_flight
+-- policy, '' for the global one), fifo ('1': the head of its endpoint's FIFO line, else ''),
+-- traceparent (the producer's, kept with the event; '' for none)}. lease.lua takes a
+-- wake-up's batch with it; record.lua the parked deliveries that the slots its attempt freed
+-- go to, and a FIFO line's next head. At most max_in_flight
 -- leases per endpoint and app_max per application (0: no cap); one that
 -- finds either full parks in that one's line, scored `since` (when it began to wait: now,
 -- or the score it had in the line record.lua took it from, so it keeps its place).
 local function lease_one(id, now, token, lease_ms, max_in_flight, app_max, since)
   local key = K.delivery .. id
   local d = redis.call('HMGET', key, 'status', 'attempts', 'next_at', 'lease_until', 'event',
-    'endpoint', 'updated')
+    'endpoint', 'updated', 'fifo')
   -- A wake-up a little ahead of the delivery's time (another host's clock) still sends it:
   -- a second for one due at once (a first attempt: nothing to wait for, and a worker whose
   -- clock runs behind the API's must not leave it to the scheduler), else a tenth of the
@@ -404,6 +465,12 @@ local function lease_one(id, now, token, lease_ms, max_in_flight, app_max, since
     return {id, 'done'}
   elseif tonumber(d[4] or '0') > now then
     return {id, 'leased'}
+  elseif d[8] == '1'
+      and redis.call('LINDEX', K.fifo .. delivery_endpoint(id, d[6]), 0) ~= id then
+    -- Behind its FIFO line's head (a wake-up sent before it joined, or a retry's): the head
+    -- that ends makes it due (pending_out).
+    redis.call('ZADD', K.due, now + FIFO_WAIT_MS, id)
+    return {id, 'queued'}
   elseif tonumber(d[3]) > now + ahead then
     -- A stale wake-up for a retry that is not due yet: the due entry will wake it.
     return {id, 'early'}
@@ -425,12 +492,18 @@ local function lease_one(id, now, token, lease_ms, max_in_flight, app_max, since
       unpark(id, ep_id, app)
       return {id, 'failed'}
     elseif ep[3] == '1' then
-      redis.call('HSET', key, 'status', 'disabled', 'updated', now)
-      count_outcome('disabled')
-      count_pending(ep_id, -1)
-      redis.call('ZREM', K.due, id)
-      unpark(id, ep_id, app)
-      log_state(id)
+      -- Its whole FIFO line with it, at once, rather than one head a scheduler pass: none of
+      -- them may go before this one does, and all of them wait for a recovery now.
+      local line = {id}
+      if d[8] == '1' then line = redis.call('LRANGE', K.fifo .. ep_id, 0, -1) end
+      for _, held in ipairs(line) do
+        redis.call('HSET', K.delivery .. held, 'status', 'disabled', 'updated', now)
+        count_outcome('disabled')
+        redis.call('ZREM', K.due, held)
+        pending_out(ep_id, held, now)
+        unpark(held, ep_id, app)
+        log_state(held)
+      end
       return {id, 'disabled'}
     elseif redis.call('ZCARD', inflight) >= max_in_flight then
       park(K.parked .. ep_id, id, since, now, lease_ms)
@@ -445,7 +518,7 @@ local function lease_one(id, now, token, lease_ms, max_in_flight, app_max, since
         redis.call('ZADD', K.due, now + wait, id)
         return {id, 'throttled'}
       else
-        local ev = redis.call('HMGET', K.event .. event_id, 'body')
+        local ev = redis.call('HMGET', K.event .. event_id, 'body', 'tp')
         -- An endpoint's own request timeout adds to the lease, which covers the global
         -- one's: a send may not outlast its lease (store/deliveries.py Job.lease_ms).
         local until_ms = now + lease_ms + math.floor(1000 * (tonumber(ep[7] or '') or 0))
@@ -457,7 +530,7 @@ local function lease_one(id, now, token, lease_ms, max_in_flight, app_max, since
         end
         unpark(id, ep_id, app)
         return {id, 'go', d[2], event_id, ep_id, ev[1] or '', ep[1], ep[2], ep[5] or '',
-          ep[6] or '', ep[7] or ''}
+          ep[6] or '', ep[7] or '', d[8] or '', ev[2] or ''}
       end
     end
   end

@@ -7,14 +7,14 @@
 --   every other key is of: K.endpoints, K.endpoint_seq (sequence numbers are the bucket's),
 --   K.endpoint_seqs, K.app .. <app>, K.app .. <app> .. K.app_endpoints_suffix, K.apps,
 --   K.apps_uid, K.sub_type .. <app> .. K.sub_type_infix .. <type>, K.sub_all .. <app>,
---   K.sub_ops
+--   K.sub_ops, K.fifo .. <ep>, K.delivery .. <dlv>, K.due
 -- ARGV (store/endpoints.py EndpointSaveArgs.argv gives them in this order):
 local id = ARGV[1]                -- the endpoint
 local most = tonumber(ARGV[2])    -- the most endpoints its application may have; 0: no limit
 local app = ARGV[3]               -- a new endpoint's application; one that exists stays in
                                   -- its own
--- ARGV[4...]: field/value pairs to write (must include url, event_types, operations and
---   filter)
+-- ARGV[4...]: field/value pairs to write (must include url, event_types, operations,
+--   filter and ordering)
 -- Returns 'created' or 'updated', or, writing nothing, 'limit_reached' when a new endpoint
 -- would pass its application's limit (counted here, in the step that adds one, so
 -- concurrent creations cannot pass it) or 'no_app' when its application does not exist
@@ -22,7 +22,7 @@ local app = ARGV[3]               -- a new endpoint's application; one that exis
 -- endpoint's filter bumps its application's filter_v in the same step: ingest.lua refuses
 -- a fan-out the API evaluated with an older version (store/endpoints.py AppFilters).
 local key = K.endpoint .. id
-local old = redis.call('HMGET', key, 'event_types', 'url', 'app', 'filter')
+local old = redis.call('HMGET', key, 'event_types', 'url', 'app', 'filter', 'ordering')
 local new_app = false
 if old[2] then
   app = old[3]
@@ -36,8 +36,7 @@ else
   end
 end
 if new_app then
-  local t = redis.call('TIME')
-  local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local at = server_ms()
   create_app(app, DEFAULT_APP.name, DEFAULT_APP.uid, '', '', at, at, true)
 end
 if old[2] then unsubscribe(app, id, old[1]) end
@@ -55,12 +54,17 @@ if not old[2] then
   redis.call('HSET', K.endpoint_seqs, endpoint_tail(seq), id)
 end
 redis.call('HSET', key, unpack(fields))
-local now = redis.call('HMGET', key, 'event_types', 'operations', 'filter')
+local now = redis.call('HMGET', key, 'event_types', 'operations', 'filter', 'ordering')
 subscribe(app, id, now[1])
 if now[2] == '1' then
   redis.call('SADD', K.sub_ops, id)
 else
   redis.call('SREM', K.sub_ops, id)
+end
+-- No longer FIFO: its line's deliveries go as any other's. One becoming FIFO lines up the
+-- deliveries made from now on; those pending already go as before (README, "FIFO").
+if old[5] == 'fifo' and now[4] ~= 'fifo' then
+  fifo_release(id, server_ms())
 end
 if (old[4] or '') ~= (now[3] or '') then
   redis.call('HINCRBY', K.app .. app, 'filter_v', 1)

@@ -8,7 +8,8 @@
 --   (a new application's uid maps in its bucket), K.app_limit .. <app>,
 --   K.idem .. <app>:<key id>:<idempotency key> (whole, in ARGV), K.outbox,
 --   K.sub_type .. <app> .. K.sub_type_infix .. <type>, K.sub_all .. <app>,
---   K.endpoint .. <ep>, K.delivery .. <dlv>, K.backlog .. <ep>, K.due, K.event .. <msg>,
+--   K.endpoint .. <ep>, K.delivery .. <dlv>, K.backlog .. <ep>, K.fifo .. <ep>, K.due,
+--   K.event .. <msg>,
 --   K.metrics, K.wakeup .. <queue>, K.wakeup_more .. <task>; and, unless told not to, the
 --   wake queue itself (a Celery list, named in ARGV, of no bucket: on a cluster the broker
 --   is apart and the caller wakes workers itself, so it passes '')

@@ -10,6 +10,7 @@
 --   is of it too: K.delivery .. <dlv>, K.endpoint_seqs,
 --   K.endpoint .. <ep>, K.event .. <msg>, K.inflight .. <ep>, K.parked .. <ep>,
 --   K.app_inflight .. <app>, K.app_parked .. <app>, K.rate .. <ep>, K.backlog .. <ep>,
+--   K.fifo .. <ep>,
 --   K.metrics, K.outbox, K.wakeup_more .. <task>
 -- ARGV (store/deliveries.py LeaseArgs.argv gives them in this order):
 local now = tonumber(ARGV[1])

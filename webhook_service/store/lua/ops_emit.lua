@@ -7,7 +7,8 @@
 -- asked still run, and so does this, which carries their work to its end.
 -- KEYS[1]: K.sub_ops, of the default application's bucket (where the operations endpoints
 --   are: store/ops.py OpsEmitArgs.keys), whose keys every new event's are: K.event .. <msg>,
---   K.delivery .. <dlv>, K.endpoint .. <ep>, K.endpoint_seqs, K.backlog .. <ep>, K.due,
+--   K.delivery .. <dlv>, K.endpoint .. <ep>, K.endpoint_seqs, K.backlog .. <ep>, K.fifo .. <ep>,
+--   K.due,
 --   K.metrics, K.outbox, K.ops_made .. <msg>
 -- ARGV (store/ops.py OpsEmitArgs.argv gives them in this order):
 -- ARGV[1...]: the requests, each JSON {id (of this bucket), type, body, t (ms it was asked

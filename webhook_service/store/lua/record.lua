@@ -4,13 +4,15 @@
 -- took over. Also frees the endpoint's and the application's in-flight slots, which go to
 -- the deliveries waiting longest for them, and keeps the endpoint's health:
 -- a success clears its failing streak; an exhausted delivery after `disable_after_ms` of
--- failing, or a 410, disables it. Health changes become operational events.
+-- failing, or a 410, disables it. Health changes become operational events. A FIFO
+-- endpoint's next delivery goes once this one ends (common.lua pending_out), leased here too.
 -- The attempt itself goes only to the log outbox (log_state): Redis keeps the delivery's
 -- state, the log keeps its history.
 -- KEYS[1]: K.delivery .. <dlv>, the delivery's key (store/deliveries.py RecordArgs.keys),
 --   whose bucket every other key is of: K.endpoint_seqs, K.event .. <msg>,
 --   K.endpoint .. <ep>, K.inflight .. <ep>, K.parked .. <ep>, K.app_inflight .. <app>,
---   K.app_parked .. <app>, K.rate .. <ep>, K.backlog .. <ep>, K.due, K.metrics, K.outbox;
+--   K.app_parked .. <app>, K.rate .. <ep>, K.backlog .. <ep>, K.fifo .. <ep>, K.due,
+--   K.metrics, K.outbox;
 --   for an operational event it causes, K.sub_ops and the new event's keys in the default
 --   application's bucket, or K.ops_requests in another (common.lua emit_ops)
 -- ARGV (store/deliveries.py RecordArgs.argv gives them in this order):
@@ -138,7 +140,9 @@ end
 redis.call('HSET', key, unpack(set))
 redis.call('HDEL', key, unpack(dead))
 count_outcome(status)
-if status ~= 'pending' then count_pending(ep, -1) end
+-- A FIFO line's next head, due now that this one ended: leased below like a parked one.
+local next_head = nil
+if status ~= 'pending' then next_head = pending_out(ep, id, now) end
 log_state(id, attempt_json)
 local created = delivery_created(id, d[8])
 local out = {status, attempts, created}
@@ -155,6 +159,7 @@ local function lease_next(pick, since)
   return row[2]
 end
 local woken = {}
+if next_head then woken[#woken + 1] = {next_head, now, false} end
 if ep_parked[1] then woken[#woken + 1] = {ep_parked[1], tonumber(ep_parked[2]), false} end
 if app_parked[1] then woken[#woken + 1] = {app_parked[1], tonumber(app_parked[2]), true} end
 -- The one that waited longer first: it takes the application's slot, and the other parks

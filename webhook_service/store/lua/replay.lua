@@ -7,7 +7,7 @@
 --   bucket (its application's; the default application's for ours) every other key is of:
 --   K.endpoint .. <ep>, K.sub_ops, K.app .. <app>,
 --   K.sub_type .. <app> .. K.sub_type_infix .. <type>, K.sub_all .. <app>,
---   K.delivery .. <dlv>, K.backlog .. <ep>, K.due, K.metrics, K.outbox
+--   K.delivery .. <dlv>, K.backlog .. <ep>, K.fifo .. <ep>, K.due, K.metrics, K.outbox
 -- ARGV (store/events.py ReplayArgs.argv gives them in this order):
 local now = tonumber(ARGV[1])
 local event_id = ARGV[2]
@@ -71,15 +71,15 @@ else
 end
 local ids, pending, reached, statuses = {}, {}, {}, {}
 for _, ep in ipairs(endpoints) do
-  local id, status = nil, nil
+  local id, status, wake = nil, nil, false
   if not out[ep] then
-    id, status = create_delivery(now, part, event_id, ep, etype, budget, due_at, wanted)
+    id, status, wake = create_delivery(now, part, event_id, ep, etype, budget, due_at, wanted)
   end
   if id then
     ids[#ids + 1] = id
     reached[#reached + 1] = ep
     statuses[#statuses + 1] = status
-    if status == 'pending' then pending[#pending + 1] = id end
+    if wake then pending[#pending + 1] = id end
   end
 end
 if #ids > 0 then

@@ -3,7 +3,7 @@
 -- still pending are on their way already and are left alone.
 -- KEYS[1]: K.due, of the bucket every delivery named is of (store/deliveries.py
 --   RetryArgs.keys); every other key is of it too: K.delivery .. <dlv>, K.endpoint_seqs,
---   K.endpoint .. <ep>, K.backlog .. <ep>, K.outbox
+--   K.endpoint .. <ep>, K.backlog .. <ep>, K.fifo .. <ep>, K.outbox
 -- ARGV (store/deliveries.py RetryArgs.argv gives them in this order):
 local now = tonumber(ARGV[1])    -- its next_at
 local grace = tonumber(ARGV[2])  -- ms on to its due entry: the API wakes it at once
@@ -21,8 +21,7 @@ for i = 3, #ARGV do
   else
     redis.call('HSET', key, 'status', 'pending', 'budget', tonumber(d[2]) + 1, 'next_at', now,
       'updated', now)
-    redis.call('ZADD', K.due, now + grace, id)
-    count_pending(delivery_endpoint(id, redis.call('HGET', key, 'endpoint')), 1)
+    pending_in(delivery_endpoint(id, redis.call('HGET', key, 'endpoint')), id, now + grace, now)
     log_state(id)
     out[#out + 1] = 'ok'
   end

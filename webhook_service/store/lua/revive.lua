@@ -5,6 +5,7 @@
 -- KEYS[1]: K.due, of the bucket every event and delivery named is of (store/revive.py
 --   Revival.keys: one call a bucket); every other key is of it too: K.event .. <msg>,
 --   K.release, K.delivery .. <dlv>, K.endpoint_seqs, K.endpoint .. <ep>, K.backlog .. <ep>,
+--   K.fifo .. <ep>,
 --   K.outbox
 -- ARGV (store/revive.py Revival.argv gives them in this order):
 local now = tonumber(ARGV[1])
@@ -50,8 +51,7 @@ for i, d in ipairs(deliveries) do
     end
     redis.call('HSET', key, unpack(fields))
     redis.call('HINCRBY', K.event .. d.event, 'live', 1)
-    redis.call('ZADD', K.due, now + grace, d.id)
-    count_pending(delivery_endpoint(d.id, nil), 1)
+    pending_in(delivery_endpoint(d.id, nil), d.id, now + grace, now)
     log_state(d.id)
     out[i] = 'ok'
   end

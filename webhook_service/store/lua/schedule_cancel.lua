@@ -7,7 +7,7 @@
 -- leased now is left alone: its first attempt is under way.
 -- KEYS[1]: K.event .. <msg>, the event's key (store/events.py ScheduleCancelArgs.keys), and
 --   so of its bucket: K.delivery .. <dlv>, K.endpoint_seqs, K.endpoint .. <ep>,
---   K.backlog .. <ep>, K.due, K.parked .. <ep>, K.app_parked .. <app>, K.metrics,
+--   K.backlog .. <ep>, K.fifo .. <ep>, K.due, K.parked .. <ep>, K.app_parked .. <app>, K.metrics,
 --   K.outbox
 -- ARGV (store/events.py ScheduleCancelArgs.argv gives them in this order):
 local event_id = ARGV[1]
