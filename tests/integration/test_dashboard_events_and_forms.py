@@ -115,9 +115,15 @@ async def test_events_are_found_by_id_and_type_and_their_payload_stays_text(
     await page.get_by_label("Until (UTC)").fill("2026-01-31T12:00:00Z")
     await page.get_by_role("button", name="Search").click()
     await expect(page.locator("p.notice.error")).to_contain_text("until")
-    # One page at a time, with the API's cursor.
-    await page.goto(api.base + f"/dashboard/events?type={kind}&limit=25")
-    await expect(rows).to_have_count(2)
+    # One page at a time, with the API's cursor: one event, then the other on the next.
+    await page.goto(api.base + f"/dashboard/events?type={kind}&limit=1")
+    await expect(rows).to_have_count(1)
+    first = await rows.first.get_by_role("link").get_attribute("title")
+    await page.get_by_role("link", name="Next page").click()
+    await expect(page).to_have_url(re.compile(r"cursor="))
+    await expect(rows).to_have_count(1)
+    second = await rows.first.get_by_role("link").get_attribute("title")
+    assert {first, second} == {hostile, other}
     assert dialogs == []
     await page.close()
 
@@ -259,6 +265,11 @@ async def test_the_endpoint_form_guards_its_posts_and_acts_within_an_application
         )
         assert secret["secret"] in page
         assert f"/dashboard/applications/{tenant['id']}/endpoints/{endpoint['id']}" in page
+        # Its events page lists its own alone (none yet), within it.
+        async with client.get(f"{base}/applications/{tenant['id']}/events") as its_events:
+            listing = await its_events.text()
+            assert its_events.status == 200 and "No event matches" in listing
+            assert f'action="/dashboard/applications/{tenant["id"]}/events"' in listing
         status, _, _ = await api.call(
             "DELETE", f"/v1/applications/{tenant['id']}/endpoints/{endpoint['id']}"
         )
