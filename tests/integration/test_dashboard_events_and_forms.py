@@ -151,6 +151,7 @@ async def test_an_endpoint_is_created_edited_and_sent_an_example_from_the_dashbo
     await page.locator(f'input[name="event_types"][value="{kind}"]').check()
     await page.get_by_label("Retry schedule").fill("0, 1")
     await page.get_by_label("Request timeout").fill("5")
+    await page.get_by_label("Ordering").select_option("fifo")
     await page.get_by_label("Headers").fill("X-Tenant: acme")
     await screenshot(page, "52-endpoint-form")
     await page.get_by_role("button", name="Create endpoint").click()
@@ -169,6 +170,7 @@ async def test_an_endpoint_is_created_edited_and_sent_an_example_from_the_dashbo
     assert made["retry_schedule"] == [0, 1] and made["timeout_seconds"] == 5
     assert made["headers"] == {"X-Tenant": "acme"} and made["filter"] is None
     assert made["disabled"] is False and made["signature"] == "hmac"
+    assert made["ordering"] == "fifo"
     _, current, _ = await api.call("GET", f"/v1/endpoints/{endpoint_id}/secret")
     assert secret == current["secret"]
 
@@ -183,7 +185,9 @@ async def test_an_endpoint_is_created_edited_and_sent_an_example_from_the_dashbo
     await expect(page.locator("dl.facts").first).to_contain_text("0, 2, 30 s (3 attempts)")
     _, edited, _ = await api.call("GET", f"/v1/endpoints/{endpoint_id}")
     assert edited["retry_schedule"] == [0, 2, 30]
-    unchanged = ("url", "description", "event_types", "headers", "timeout_seconds", "disabled")
+    unchanged = (
+        "url", "description", "event_types", "headers", "timeout_seconds", "ordering", "disabled",
+    )  # fmt: skip
     assert {k: edited[k] for k in unchanged} == {k: made[k] for k in unchanged}
     await screenshot(page, "54-endpoint-edited")
 

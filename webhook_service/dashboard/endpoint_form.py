@@ -3,8 +3,8 @@ read back as the API's fields, and the API's refusal shown beside the field it p
 
 The portal's form holds the subscriber's fields (``EndpointForm``: URL, description, the
 event types ticked in the catalog, channels). The dashboard's begins with the same and adds
-the operator's (``DeliverySettings``: rate limit, retry schedule, timeout, payload filter,
-headers, disabled, and the signature scheme when creating). Both post to the API routes the
+the operator's (``DeliverySettings``: rate limit, retry schedule, timeout, ordering, payload
+filter, headers, disabled, and the signature scheme when creating). Both post to the API routes the
 command line uses (POST and PATCH ``…/endpoints``), as the signed-in key or portal session.
 
 What a person typed is kept as typed (strings), so a refused form comes back unchanged.
@@ -209,17 +209,21 @@ def _headers(text: str, errors: dict[str, str]) -> dict[str, str] | None:
 
 
 SIGNATURES = ("hmac", "ed25519")
+# An endpoint's ordering (the API's "ordering"): none, or first in, first out.
+FIFO = "fifo"
 
 
 @dataclass(frozen=True)
 class DeliverySettings:
-    """The operator's fields past the subscriber's: how fast and how often we send, what we
-    send it, and whether at all. Empty: the service's default (no limit, the global retry
-    schedule and timeout, no filter, no headers)."""
+    """The operator's fields past the subscriber's: how fast, how often and in what order
+    we send, what we send it, and whether at all. Empty: the service's default (no limit,
+    the global retry schedule and timeout, several at once, no filter, no headers)."""
 
     rate_limit: str = ""
     retry_schedule: str = ""
     timeout: str = ""
+    # FIFO, or "": several deliveries at once, in no promised order.
+    ordering: str = ""
     filter: str = ""
     headers: str = ""
     disabled: bool = False
@@ -238,6 +242,7 @@ class DeliverySettings:
             "" if rate is None else number_text(rate),
             "" if schedule is None else ", ".join(number_text(d) for d in schedule),
             "" if timeout is None else number_text(timeout),
+            FIFO if endpoint.get("ordering") == FIFO else "",
             "" if chosen is None else pretty(chosen),
             # A value the API withheld (a key without endpoints:write) is shown empty: such
             # a key cannot save the form anyway (the API's 403).
@@ -253,6 +258,7 @@ class DeliverySettings:
             form.get("rate_limit", ""),
             form.get("retry_schedule", ""),
             form.get("timeout", ""),
+            FIFO if form.get("ordering") == FIFO else "",
             form.get("filter", ""),
             form.get("headers", ""),
             form.get("disabled") == "1",
@@ -267,6 +273,7 @@ class DeliverySettings:
             "rate_limit": _number(self.rate_limit, "rate_limit", errors, "requests a second"),
             "retry_schedule": _schedule(self.retry_schedule, errors),
             "timeout_seconds": _number(self.timeout, "timeout", errors, "seconds"),
+            "ordering": FIFO if self.ordering == FIFO else None,
             "filter": _filter(self.filter, errors),
             "headers": _headers(self.headers, errors),
             "disabled": self.disabled,
@@ -341,7 +348,10 @@ schedule (WEBHOOK_RETRY_SCHEDULE).</p>$retry_schedule_error
 <label>Request timeout <input type="text" inputmode="decimal" name="timeout" value="$timeout"
  placeholder="the service's"></label>
 <p class="hint">Seconds to wait for its answer, 1 to 60. Empty: WEBHOOK_REQUEST_TIMEOUT.</p>
-$timeout_error</fieldset>
+$timeout_error<label>Ordering <select name="ordering">$orderings</select></label>
+<p class="hint">FIFO: one delivery at a time, in the order the events were accepted; the
+next waits until the one before has succeeded or failed for good.</p>$ordering_error
+</fieldset>
 <label>Filter <textarea name="filter" rows="4" placeholder="$filter_example">$filter</textarea>
 </label>
 <p class="hint">A payload filter in JSON (README: Payload filters): only the events it passes
@@ -371,6 +381,21 @@ def _signature_choice(settings: DeliverySettings) -> Markup:
     )
 
 
+_ORDERINGS = (("", "none: several at once"), (FIFO, "FIFO: one at a time, in order"))
+
+
+def _ordering_choice(settings: DeliverySettings) -> Markup:
+    return join(
+        render(
+            '<option value="$v"$sel>$label</option>',
+            v=value,
+            label=label,
+            sel=Markup(" selected") if value == settings.ordering else Markup(""),
+        )
+        for value, label in _ORDERINGS
+    )
+
+
 def operator_fields(settings: DeliverySettings, errors: Errors, *, creating: bool) -> Markup:
     """The dashboard's fields past the subscriber's; the signature only when ``creating``."""
     return render(
@@ -378,6 +403,7 @@ def operator_fields(settings: DeliverySettings, errors: Errors, *, creating: boo
         rate_limit=settings.rate_limit,
         retry_schedule=settings.retry_schedule,
         timeout=settings.timeout,
+        orderings=_ordering_choice(settings),
         filter=settings.filter,
         filter_example='{"data.amount": {"$gte": 100}}',
         headers=settings.headers,
@@ -386,6 +412,7 @@ def operator_fields(settings: DeliverySettings, errors: Errors, *, creating: boo
         rate_limit_error=_error(errors, "rate_limit"),
         retry_schedule_error=_error(errors, "retry_schedule"),
         timeout_error=_error(errors, "timeout"),
+        ordering_error=_error(errors, "ordering"),
         filter_error=_error(errors, "filter"),
         headers_error=_error(errors, "headers"),
         disabled_error=_error(errors, "disabled"),

@@ -25,7 +25,7 @@ ENDPOINT: dict[str, Any] = {
     "event_types": ["b.type", "a.type"], "channels": ["eu"], "disabled": False,
     "headers": {"X-Tenant": "acme", "X-Other": "1"}, "rate_limit": 0.25,
     "retry_schedule": [0.0, 5.0, 300.0, 0.125], "timeout_seconds": 12.5,
-    "filter": {"data.amount": {"$gte": 100}}, "signature": "hmac",
+    "filter": {"data.amount": {"$gte": 100}}, "signature": "hmac", "ordering": "fifo",
 }  # fmt: skip
 
 
@@ -41,7 +41,7 @@ def test_typed_fields_become_the_apis() -> None:
         url=" https://hooks.example/in ", event_types=["a.type"], channels="eu, , us",
         rate_limit="10", retry_schedule="0, 5,300", timeout="15",
         filter='{"data.amount": {"$gte": 100}}', headers="X-Tenant: acme\n\nX-Two:  b c ",
-        disabled="1", signature="ed25519",
+        disabled="1", signature="ed25519", ordering="fifo",
     )  # fmt: skip
     assert EndpointForm.read(typed).fields() == {
         "url": "https://hooks.example/in", "description": "", "event_types": ["a.type"],
@@ -51,15 +51,15 @@ def test_typed_fields_become_the_apis() -> None:
     assert settings.signature == "ed25519"
     assert settings.fields() == {
         "rate_limit": 10.0, "retry_schedule": [0.0, 5.0, 300.0], "timeout_seconds": 15.0,
-        "filter": {"data.amount": {"$gte": 100}}, "headers": {"X-Tenant": "acme", "X-Two": "b c"},
-        "disabled": True,
+        "ordering": "fifo", "filter": {"data.amount": {"$gte": 100}},
+        "headers": {"X-Tenant": "acme", "X-Two": "b c"}, "disabled": True,
     }  # fmt: skip
 
 
 def test_empty_fields_are_the_services_defaults() -> None:
-    assert DeliverySettings.read(form(signature="rsa")).fields() == {
-        "rate_limit": None, "retry_schedule": None, "timeout_seconds": None, "filter": None,
-        "headers": None, "disabled": False,
+    assert DeliverySettings.read(form(signature="rsa", ordering="lifo")).fields() == {
+        "rate_limit": None, "retry_schedule": None, "timeout_seconds": None, "ordering": None,
+        "filter": None, "headers": None, "disabled": False,
     }  # fmt: skip
     assert DeliverySettings.read(form(signature="rsa")).signature == "hmac"
 
@@ -101,8 +101,11 @@ def test_an_edit_carries_only_what_differs() -> None:
     fields = {**EndpointForm.of(ENDPOINT).fields(), **DeliverySettings.of(ENDPOINT).fields()}
     fields["retry_schedule"] = [0.0, 2.0]
     fields["channels"] = None
+    fields["ordering"] = None
     fields["event_types"] = ["a.type", "b.type"]  # the same types, in another order
-    assert changed(ENDPOINT, fields) == {"retry_schedule": [0.0, 2.0], "channels": None}
+    assert changed(ENDPOINT, fields) == {
+        "retry_schedule": [0.0, 2.0], "channels": None, "ordering": None,
+    }  # fmt: skip
     # No headers, and none typed: nothing to send; an empty map is none.
     assert changed({"headers": {}}, {"headers": None}) == {}
 
