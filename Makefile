@@ -86,7 +86,8 @@ test: lint typecheck chromium postgresql prometheus tinyproxy
 # memory and a rewrite under load (bench/bench_log.py, ~11 min); then history pages at 10 k
 # and 1 M deliveries in the SQL log (bench/bench_history.py, ~2 min); applications at scale
 # (bench/bench_apps.py, ~3 min); schema validation at ingest (bench/bench_validation.py,
-# ~1 min); payload filters at ingest (bench/bench_filters.py, ~1 min). bench-full: the whole
+# ~1 min); payload filters at ingest (bench/bench_filters.py, ~1 min); a FIFO endpoint
+# against a normal one (bench/bench_fifo.py, ~1 min). bench-full: the whole
 # grid, many repeats (~25 min).
 bench: $(STAMP) postgresql
 	$(BIN)/python bench/bench_signer.py
@@ -97,6 +98,7 @@ bench: $(STAMP) postgresql
 	$(BIN)/python -m bench.bench_apps
 	$(BIN)/python -m bench.bench_validation
 	$(BIN)/python -m bench.bench_filters
+	$(BIN)/python -m bench.bench_fifo
 
 bench-full: $(STAMP)
 	$(BIN)/python bench/bench_signer.py --runs 9

@@ -24,7 +24,7 @@ from bench.stats import spread
 _LOAD_CONNECTIONS = 32
 
 
-async def _drain(rig: Rig, pool: Workers, expected: int) -> dict[str, Any]:
+async def drain(rig: Rig, pool: Workers, expected: int) -> dict[str, Any]:
     # CPU per delivery holds up far better than deliveries/s on a machine others load too.
     cpu, valkey_cpu = pool.child.cpu_seconds(), rig.valkey_cpu()
     await rig.resume(pool)
@@ -62,7 +62,7 @@ async def ours(
     loaded = await closed_loop(rig.api_port, request, connections=_LOAD_CONNECTIONS, count=events)
     if watch is not None:
         watch(pool.child)
-    return await _drain(rig, pool, loaded.statuses[202] * endpoints)
+    return await drain(rig, pool, loaded.statuses[202] * endpoints)
 
 
 async def naive(rig: Rig, endpoints: int, deliveries: int, workers: int) -> dict[str, Any]:
@@ -73,7 +73,7 @@ async def naive(rig: Rig, endpoints: int, deliveries: int, workers: int) -> dict
     targets = await rig.naive_targets([f"naive-{endpoints}-{n}" for n in range(endpoints)])
     events = max(1, deliveries // endpoints)
     await asyncio.to_thread(publish, targets, events)
-    return await _drain(rig, pool, events * endpoints)
+    return await drain(rig, pool, events * endpoints)
 
 
 async def _compare(rig: Rig, plan: Plan, endpoints: int, workers: int) -> dict[str, Any]:

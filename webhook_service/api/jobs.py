@@ -256,7 +256,9 @@ class JobRunner:
         """One page of a bulk retry or recovery."""
         query = DeliveryFilter.from_json(job.filter)
         page = await self._history.list_deliveries(query, PAGE, job.cursor)
-        wanted = [d.id for d in page.items if d.status in job.statuses]
+        # Oldest first (ids start with their event's time): a FIFO endpoint's line takes
+        # them in this order, and the log lists each page newest first.
+        wanted = sorted(d.id for d in page.items if d.status in job.statuses)
         at = now_ms()
         outcomes = await self._reviver.retry(self._deliveries, wanted, at, self._grace_ms)
         retried = [
