@@ -76,10 +76,17 @@ soak: $(STAMP)
 	$(BIN)/python -m pytest tests/chaos/test_soak.py -q -s -p no:cacheprovider \
 	  --soak-seconds 1800 --timeout 2700
 
-# pytest exits 5 when it collected no test: that is a failure here, never a pass.
-# Fast, pure tests first, so a broken build fails in seconds rather than minutes.
+# pytest exits 5 when it collected no test: that is a failure here, never a pass (each
+# of the three runs must collect some). Fast, pure tests first, so a broken build fails in
+# seconds rather than minutes. The integration tests run in two processes (pytest-xdist),
+# a module each at a time (--dist loadfile: a module's stack is started once): most of
+# their time is spent waiting on servers, processes and timeouts, not on the two cores.
+# The chaos tests run alone: they kill processes and bound how long recovery takes.
 test: lint typecheck chromium postgresql prometheus tinyproxy
-	$(BIN)/python -m pytest tests/unit tests/integration tests/chaos -q -p no:cacheprovider -ra --durations=25
+	$(BIN)/python -m pytest tests/unit -q -p no:cacheprovider -ra --durations=10
+	$(BIN)/python -m pytest tests/integration -q -p no:cacheprovider -ra --durations=25 \
+	  -n 2 --dist loadfile
+	$(BIN)/python -m pytest tests/chaos -q -p no:cacheprovider -ra --durations=15
 
 # Quick (~3 min): the signer, then the whole service against its floors and the naive
 # Celery baseline (bench/run.py); then the delivery log against today's release, AOF, CPU,
