@@ -327,7 +327,7 @@ class AttemptTrace:
     def recorded(self, status: str) -> None:
         """The delivery's status once the attempt is recorded (pending, succeeded…)."""
         if self.span.is_recording():
-            self.span.set_attribute(DELIVERY_STATUS, status)
+            self.span.set_attribute(DELIVERY_STATUS, str(status))  # a StrEnum's value
 
 
 @contextmanager

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from multidict import CIMultiDict
 
 from signer import Signer
+from webhook_service import tracing
 from webhook_service.crypto import SecretBox
 from webhook_service.delivery.backoff import RetryPolicy, parse_retry_after
 from webhook_service.delivery.transport import (
@@ -207,18 +208,22 @@ class DeliveryEngine:
         lease and send that one at once, rather than leaving it to the scheduler."""
         token = secrets.token_hex(8)
         leased_ms = self._clock()
+        lease_started = tracing.now_ns()
         leased = await self._store.lease(
             delivery_ids, token, leased_ms, self._lease_ms, self._endpoint_concurrency
         )
-        return self._send_leased(leased, token, leased_ms, chain)
+        timing = tracing.Leased(lease_started, tracing.now_ns())
+        return self._send_leased(leased, token, leased_ms, chain, timing)
 
     def _send_leased(
-        self, leased: LeaseResult, token: str, leased_ms: int, chain: bool
+        self, leased: LeaseResult, token: str, leased_ms: int, chain: bool, timing: tracing.Leased
     ) -> tuple[list[Result], list[asyncio.Task[Result]]]:
+        """``timing``: when the lease call (or the record that leased them) ran, which each
+        attempt's span shows as its lease."""
         skipped = [Result(i, why) for i, why in leased.skipped.items()]
         tasks = [
             asyncio.create_task(
-                self._deliver(job, token, leased_ms + job.lease_ms(self._lease_ms), chain)
+                self._deliver(job, token, leased_ms + job.lease_ms(self._lease_ms), chain, timing)
             )
             for job in leased.jobs
         ]
@@ -250,8 +255,21 @@ class DeliveryEngine:
             self._opened.popitem(last=False)
         return opened
 
-    async def _deliver(self, job: Job, token: str, until_ms: int, chain: bool) -> Result:
+    async def _deliver(
+        self, job: Job, token: str, until_ms: int, chain: bool, timing: tracing.Leased
+    ) -> Result:
         """``until_ms``: when the lease taken for this send runs out."""
+        of = tracing.AttemptOf(
+            job.delivery_id, job.event_id, job.endpoint_id, job.attempt, job.traceparent
+        )
+        with tracing.attempt(of, timing) as traced:
+            result = await self._attempt(job, token, until_ms, chain, traced)
+            traced.recorded(result.status)
+            return result
+
+    async def _attempt(
+        self, job: Job, token: str, until_ms: int, chain: bool, traced: tracing.AttemptTrace
+    ) -> Result:
         started = self._clock()
         if (
             job.ordered
@@ -262,22 +280,33 @@ class DeliveryEngine:
             # send is still going. Left to its lease's end, to be sent again then.
             log.warning("lease too short to send in order", extra={"delivery_id": job.delivery_id})
             return Result(job.delivery_id, UNRECORDED, job.attempt)
-        body = job.body.encode()
-        credentials = self._credentials(job, started)
-        ours = CIMultiDict(credentials.signer.headers(job.event_id, started // 1000, body))
-        ours["Content-Type"] = "application/json"
-        # Our User-Agent unless the endpoint sets its own; then the endpoint's own headers;
-        # then ours, which the API forbids it to set, win (names are case-insensitive).
-        headers = CIMultiDict({"User-Agent": USER_AGENT})
-        headers.update(credentials.headers)
-        headers.update(ours)
-        sent = {
-            name.lower(): REDACTED if name in credentials.headers and name not in ours else value
-            for name, value in headers.items()
-        }
-        response = await self._transport.send(
-            OutboundRequest(job.url, headers, body, timeout=job.timeout_seconds)
-        )
+        with traced.step("sign"):
+            body = job.body.encode()
+            credentials = self._credentials(job, started)
+            ours = CIMultiDict(credentials.signer.headers(job.event_id, started // 1000, body))
+            ours["Content-Type"] = "application/json"
+            if job.send_traceparent:
+                # The attempt's span; with traces off, the producer's as it came, if any.
+                traceparent = traced.traceparent() or job.traceparent
+                if traceparent is not None:
+                    ours[tracing.TRACEPARENT] = traceparent
+            # Our User-Agent unless the endpoint sets its own; then the endpoint's own
+            # headers; then ours win: the API forbids it to set them, but for traceparent,
+            # which only send_traceparent makes ours (names are case-insensitive).
+            headers = CIMultiDict({"User-Agent": USER_AGENT})
+            headers.update(credentials.headers)
+            headers.update(ours)
+            sent = {
+                name.lower(): REDACTED
+                if name in credentials.headers and name not in ours
+                else value
+                for name, value in headers.items()
+            }
+        with traced.step("send"):
+            response = await self._transport.send(
+                OutboundRequest(job.url, headers, body, timeout=job.timeout_seconds)
+            )
+        traced.sent(response.status, response.duration_ms, response.error)
         # With ``chain``, the record also leases the delivery parked for the slot this send
         # frees, and this worker sends it next; without, the scheduler takes it over.
         next_lease = None
@@ -286,15 +315,18 @@ class DeliveryEngine:
         answered = recorded_headers(response.headers, credentials.answer_value)
         # An echoing receiver answers with the request, the endpoint's own credentials in it.
         answer_body = credentials.redactor(response.body.decode("utf-8", "replace"))
-        stored = await self._record(
-            job, token, until_ms, started, response, sent, (answered, answer_body), next_lease
-        )
+        record_started = tracing.now_ns()
+        with traced.step("record"):
+            stored = await self._record(
+                job, token, until_ms, started, response, sent, (answered, answer_body), next_lease
+            )
         if stored is None:
             return Result(job.delivery_id, UNRECORDED, job.attempt)
         recorded, recorded_ms = stored
         if next_lease is not None and recorded.next is not None:
             # Leased by the record script, at the time that try gave it.
-            self._send_leased(recorded.next, next_lease.token, recorded_ms, chain)
+            timing = tracing.Leased(record_started, tracing.now_ns())
+            self._send_leased(recorded.next, next_lease.token, recorded_ms, chain, timing)
         return Result(job.delivery_id, recorded.status, job.attempt)
 
     async def _record(

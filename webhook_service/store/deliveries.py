@@ -62,6 +62,8 @@ class Job:
     ordered: bool = False
     # The producer's W3C traceparent, kept with the event; None: it sent none.
     traceparent: str | None = None
+    # The endpoint's send_traceparent: the request carries a traceparent header.
+    send_traceparent: bool = False
 
     def lease_ms(self, base_ms: int) -> int:
         """How long common.lua lease_one leased it for, given the ``base_ms`` asked for
@@ -161,6 +163,7 @@ class LeaseResult:
                         timeout_seconds=decode_timeout(row[10]),
                         ordered=row[11] == "1",
                         traceparent=row[12] or None,
+                        send_traceparent=row[13] == "1",
                     )
                 )
             else:

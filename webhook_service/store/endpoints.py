@@ -56,6 +56,8 @@ class EndpointRecord:
     # 'fifo': its deliveries go one at a time, in the order they were made (lua/common.lua
     # pending_in); None: as many at once as the limits allow.
     ordering: Literal["fifo"] | None = None
+    # Each attempt carries a W3C traceparent header naming its span (tracing.py).
+    send_traceparent: bool = False
     # Its payload filter as stored (webhook_service/filters.py Filter.text); None: every
     # event of its types and channels.
     filter: str | None = None
@@ -173,6 +175,7 @@ def _from_hash(endpoint_id: str, raw: dict[str, str]) -> EndpointRecord:
         timeout_seconds=decode_timeout(raw.get("timeout", "")),
         filter=raw.get("filter") or None,
         ordering="fifo" if raw.get("ordering") == "fifo" else None,
+        send_traceparent=raw.get("send_tp") == "1",
     )
 
 
@@ -295,6 +298,7 @@ class EndpointStore:
             "timeout": "" if record.timeout_seconds is None else repr(record.timeout_seconds),
             "filter": record.filter or "",
             "ordering": record.ordering or "",
+            "send_tp": "1" if record.send_traceparent else "",
         }
         if creating:
             fields["secrets"] = encode_secrets(record.secrets)

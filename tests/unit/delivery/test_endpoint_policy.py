@@ -104,15 +104,30 @@ def test_the_stored_schedule_reads_back() -> None:
 
 
 def test_the_lease_row_carries_the_endpoint_policy() -> None:
-    row = ["dlv_1", "go", "0", "msg_1", "ep_1", "{}", URL, "[]", "", "[0,1,1]", "2.5", "1", "tp"]
+    row = [
+        "dlv_1",
+        "go",
+        "0",
+        "msg_1",
+        "ep_1",
+        "{}",
+        URL,
+        "[]",
+        "",
+        "[0,1,1]",
+        "2.5",
+        "1",
+        "tp",
+        "1",
+    ]
     [job] = LeaseResult.parse([row]).jobs
     assert (job.retry_schedule, job.timeout_seconds) == ((0.0, 1.0, 1.0), 2.5)
-    assert (job.ordered, job.traceparent) == (True, "tp")
+    assert (job.ordered, job.traceparent, job.send_traceparent) == (True, "tp", True)
     # The lease covers the global timeout (its base) and the endpoint's own on top.
     assert job.lease_ms(30_000) == 32_500
-    [default] = LeaseResult.parse([[*row[:9], "", "", "", ""]]).jobs
+    [default] = LeaseResult.parse([[*row[:9], "", "", "", "", ""]]).jobs
     assert (default.retry_schedule, default.timeout_seconds) == (None, None)
-    assert (default.ordered, default.traceparent) == (False, None)
+    assert (default.ordered, default.traceparent, default.send_traceparent) == (False, None, False)
     assert default.lease_ms(30_000) == 30_000
 
 

@@ -440,7 +440,8 @@ end
 -- Take a lease on one delivery, or say why not: {id, why} or, leased, {id, 'go', attempts,
 -- event, endpoint, body, url, secrets, headers, retry_schedule, timeout (the endpoint's
 -- policy, '' for the global one), fifo ('1': the head of its endpoint's FIFO line, else ''),
--- traceparent (the producer's, kept with the event; '' for none)}. lease.lua takes a
+-- traceparent (the producer's, kept with the event; '' for none), send_tp ('1': the endpoint
+-- asks for an outbound traceparent header, else '')}. lease.lua takes a
 -- wake-up's batch with it; record.lua the parked deliveries that the slots its attempt freed
 -- go to, and a FIFO line's next head. At most max_in_flight
 -- leases per endpoint and app_max per application (0: no cap); one that
@@ -477,7 +478,7 @@ local function lease_one(id, now, token, lease_ms, max_in_flight, app_max, since
   else
     local ep_id, event_id = delivery_endpoint(id, d[6]), delivery_event(id, d[5])
     local ep = redis.call('HMGET', K.endpoint .. ep_id, 'url', 'secrets', 'disabled',
-      'rate_limit', 'headers', 'retry_schedule', 'timeout')
+      'rate_limit', 'headers', 'retry_schedule', 'timeout', 'send_tp')
     local app = capped_app(event_id)
     local inflight = K.inflight .. ep_id
     if ep[1] then redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now) end
@@ -530,7 +531,7 @@ local function lease_one(id, now, token, lease_ms, max_in_flight, app_max, since
         end
         unpark(id, ep_id, app)
         return {id, 'go', d[2], event_id, ep_id, ev[1] or '', ep[1], ep[2], ep[5] or '',
-          ep[6] or '', ep[7] or '', d[8] or '', ev[2] or ''}
+          ep[6] or '', ep[7] or '', d[8] or '', ev[2] or '', ep[8] or ''}
       end
     end
   end

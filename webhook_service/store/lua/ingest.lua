@@ -50,6 +50,10 @@ local deliver_at = tonumber(ARGV[25]) -- the event's deliver_at, ms ('' = none):
                                       -- deliveries are due then, with no wake-up now,
                                       -- unless that is now or past (common.lua
                                       -- create_event)
+local traceparent = ARGV[26]          -- a W3C traceparent (the API checked its form): the
+                                      -- producer's, or the API's ingest span's; kept as
+                                      -- the event's tp for every attempt's span to link
+                                      -- to ('' = none)
 -- Returns {'created', ids, pending ids}, {'replay', event id, type, created ms, fanout},
 -- {'throttled', ms to wait} or {why}: 'no_app', 'no_endpoint' (`only` is no endpoint of the
 -- application), 'mismatch', 'in_flight', 'backlog_full', 'stale' (`filter_v` is no longer
@@ -111,6 +115,7 @@ local ids, pending = create_event(now, {id = event_id, type = etype, body = body
   targets, budget, due_at)
 -- Kept for a replay, which fans out by them again; most events have none and pay nothing.
 if channels_json ~= '' then redis.call('HSET', K.event .. event_id, 'ch', channels_json) end
+if traceparent ~= '' then redis.call('HSET', K.event .. event_id, 'tp', traceparent) end
 redis.call('HINCRBY', K.metrics, 'events_accepted', 1)
 if wake_queue ~= '' then
   push_wakeups(wake_queue, wake_template, wake_batch, event_id, pending)
