@@ -191,7 +191,9 @@ def busy(url: str) -> Iterator[None]:
     client.config_set("busy-reply-threshold", 100)
 
     def spin() -> None:
-        with contextlib.suppress(redis.ResponseError):  # killed, below
+        # Killed, below (a ResponseError); or its reply was read past the client's timeout
+        # while the script held the server (seen on a loaded machine): either way it is over.
+        with contextlib.suppress(redis.ResponseError, redis.TimeoutError):
             redis.Redis.from_url(url).eval(_SPIN, 0)
 
     spinner = threading.Thread(target=spin)
