@@ -110,8 +110,9 @@ def _run_up(settings: Settings) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        # The API first: it checks the server (noeviction, AOF) and refuses a bad one.
-        for role in ROLES:
+        # The API first: it checks the server (noeviction, AOF) and refuses a bad one. In
+        # tick mode it is the only one (ticks do the others' work).
+        for role in ROLES if settings.mode == "service" else ("api",):
             children[role] = subprocess.Popen(  # noqa: S603 - our own interpreter and module
                 [sys.executable, "-m", "webhook_service", role], env=env
             )
@@ -213,6 +214,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         settings = Settings()
     logs.setup(settings, args.command)
+    if settings.mode == "tick" and args.command in ("worker", "scheduler"):
+        # Ticks claim, send and ship the log: a worker would get no wake-up, and a
+        # scheduler's would pile up unconsumed.
+        log.error(
+            "WEBHOOK_MODE=tick runs the API alone (POST /v1/cron/tick sends): no %s", args.command
+        )
+        return 1
     if args.command in ROLES:
         from webhook_service.store.connect import RedisTimeouts
         from webhook_service.store.schema import start_check

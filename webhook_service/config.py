@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # Svix's schedule, the reference: immediately, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h.
@@ -16,6 +16,10 @@ DEFAULT_RETRY_SCHEDULE = (0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 360
 # 32 characters of `openssl rand -hex 24` (48) or of what `up` generates (38) are far
 # beyond any online guessing.
 ADMIN_KEY_MIN_LENGTH = 32
+# What WEBHOOK_MODE=tick sets where the variable is not set: no Celery wake-ups (no worker
+# consumes them), and a new delivery due at once (its due entry is its only wake-up, which
+# the next tick finds).
+TICK_DEFAULTS: dict[str, object] = {"wake_workers": False, "wakeup_grace": 0.0}
 
 
 def _split_csv(value: object) -> object:
@@ -121,8 +125,14 @@ class Settings(BaseSettings):
     counts_interval: float = Field(1.0, gt=0, le=60, allow_inf_nan=False)
     batch_size: int = Field(50, ge=1)
     scheduler_interval: float = Field(0.5, gt=0)
-    # A wake-up not picked up within this long is presumed lost and sent again.
-    wakeup_grace: float = Field(30.0, gt=0)
+    # A wake-up not picked up within this long is presumed lost and sent again: a new,
+    # retried or replayed delivery's due entry comes this long after it. 0 only in tick
+    # mode (its default there), where no wake-up is sent and that entry is the only one.
+    wakeup_grace: float = Field(30.0, ge=0, allow_inf_nan=False)
+    # service: workers and a scheduler send. tick: the API alone, and POST /v1/cron/tick
+    # sends (docs/deploy.md); it sets TICK_DEFAULTS where not set, needs the cron secret,
+    # and /readyz expects no worker or scheduler.
+    mode: Literal["service", "tick"] = "service"
     # Tick mode (no always-on workers): the bearer secret of POST /v1/cron/tick, which is
     # not served (404) while this is unset; and whether the API publishes Celery wake-ups,
     # which nobody would consume there.
@@ -194,6 +204,33 @@ class Settings(BaseSettings):
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.query:
             raise ValueError("WEBHOOK_PUBLIC_URL is a base URL: http(s)://host[:port][/path]")
         return value.rstrip("/")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mode_defaults(cls, data: Any) -> Any:
+        # Before the fields: what is set explicitly (the environment, arguments) wins.
+        if isinstance(data, dict) and data.get("mode") == "tick":
+            return {**TICK_DEFAULTS, **data}
+        return data
+
+    @model_validator(mode="after")
+    def _mode_fits(self) -> Settings:
+        if self.mode == "tick":
+            if self.cron_secret is None:
+                raise ValueError(
+                    "WEBHOOK_MODE=tick needs WEBHOOK_CRON_SECRET, the bearer secret of "
+                    "POST /v1/cron/tick, which alone sends in tick mode; make one with "
+                    "`openssl rand -hex 32`"
+                )
+            if self.wake_workers:
+                # No worker runs: every wake-up would stay in Redis, unconsumed.
+                raise ValueError(
+                    "WEBHOOK_MODE=tick runs no worker to wake: unset WEBHOOK_WAKE_WORKERS"
+                )
+        elif self.wakeup_grace == 0:
+            # The scheduler would claim each delivery again on every pass until it is leased.
+            raise ValueError("WEBHOOK_WAKEUP_GRACE may be 0 only with WEBHOOK_MODE=tick")
+        return self
 
     @field_validator("allowed_networks", mode="before")
     @classmethod

@@ -1,5 +1,8 @@
 """Tick mode: Valkey and the API only, no worker and no scheduler; POST /v1/cron/tick alone
-delivers everything, through receiver failures and retries, and never sends anything twice."""
+delivers everything, through receiver failures and retries, and never sends anything twice.
+The API is configured as the README says, WEBHOOK_MODE=tick and the cron secret and no other
+tick variable: a first attempt goes out with the first tick after its event, and /readyz is
+ready without a worker or a scheduler."""
 
 from __future__ import annotations
 
@@ -23,7 +26,6 @@ from tests.integration.conftest import (
     delivery_statuses,
     send_event,
     settings_for,
-    wait_for,
 )
 from tests.integration.test_openapi import PROBLEMS, contract, spec_call, spec_doc
 from tests.support.api_app import api_app
@@ -47,11 +49,14 @@ TICK = "/v1/cron/tick"
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     running = start_stack(
         tmp_path_factory.mktemp("tick"),
-        {"WEBHOOK_CRON_SECRET": CRON_SECRET, "WEBHOOK_WAKE_WORKERS": "false"},
+        {"WEBHOOK_MODE": "tick", "WEBHOOK_CRON_SECRET": CRON_SECRET},
         workers=0,
         scheduler=False,
     )
+    # The test stacks' short grace is no tick setting of ours: the mode's own is what runs.
+    del running.env["WEBHOOK_WAKEUP_GRACE"]
     assert set(running.processes) == set()
+    assert not {"WEBHOOK_WAKE_WORKERS", "WEBHOOK_WAKEUP_GRACE"} & set(running.env)
     yield running
     running.stop()
 
@@ -114,7 +119,7 @@ async def test_ticks_alone_deliver_everything_through_failures_and_retries(
         200,
         {"delivered": 0, "failed": 0, "rescheduled": 0, "remaining": 0},
     )
-    # WEBHOOK_WAKE_WORKERS=false: the API published no Celery message nobody would consume.
+    # Tick mode: the API published no Celery message, which nobody would consume.
     broker = redis.Redis.from_url(stack.valkey.url)
     try:
         assert broker.exists(QUEUE_FRESH, QUEUE_RETRY) == 0
@@ -138,8 +143,8 @@ async def test_a_tick_takes_at_most_its_limit(
     for _ in range(5):
         status, _, _ = await api.call("POST", "/v1/events", json={"type": "tick.bulk", "data": {}})
         assert status == 202
-    # New deliveries come due after the wake-up grace; a tick before then finds nothing.
-    await wait_for(lambda: asyncio.to_thread(lambda: due_now(stack) == 5))
+    # Due at once: tick mode's grace is 0.
+    assert await asyncio.to_thread(due_now, stack) == 5
     for delivered, remaining in ((2, 3), (2, 1), (1, 0)):
         status, summary, _ = await tick(api, contract, "?limit=2")
         assert status == 200
@@ -150,6 +155,45 @@ async def test_a_tick_takes_at_most_its_limit(
             "remaining": remaining,
         }
     assert len(receiver.for_endpoint("bulk")) == 5
+
+
+async def test_the_first_tick_after_an_event_sends_it(
+    api: Api, receiver: Receiver, contract: OpenAPI
+) -> None:
+    endpoint = await create_endpoint(api, receiver, "prompt", ["tick.prompt"])
+    event_id = await send_event(api, "tick.prompt", {"n": 1})
+    status, summary, _ = await tick(api, contract)
+    assert (status, summary) == (
+        200,
+        {"delivered": 1, "failed": 0, "rescheduled": 0, "remaining": 0},
+    )
+    assert [hook.webhook_id for hook in receiver.for_endpoint("prompt")] == [event_id]
+    assert await delivery_statuses(api, event_id) == {endpoint["id"]: "succeeded"}
+
+
+async def _readyz(api: Api) -> tuple[int, dict[str, Any]]:
+    status, body, _ = await api.call("GET", "/readyz", key=None)
+    return status, body
+
+
+async def test_ready_without_a_worker_or_a_scheduler(api: Api, stack: Stack) -> None:
+    """No worker nor scheduler has ever run on this stack: ready in tick mode, and not in
+    service mode, which the same API with WEBHOOK_MODE unset is."""
+    status, body = await _readyz(api)
+    assert (status, body["status"]) == (200, "ready"), body
+    for name in ("worker_heartbeat", "scheduler"):
+        assert body["checks"][name]["ok"] and "tick mode" in body["checks"][name]["detail"]
+
+    service = settings_for(stack).model_copy(update={"mode": "service"})
+    server = TestServer(await api_app(service), host="127.0.0.1")
+    await server.start_server()
+    try:
+        async with aiohttp.ClientSession() as session:
+            status, body = await _readyz(Api(session, str(server.make_url("")).rstrip("/")))
+    finally:
+        await server.close()
+    failing = {name for name, check in body["checks"].items() if not check["ok"]}
+    assert (status, body["status"], failing) == (503, "unready", {"worker_heartbeat", "scheduler"})
 
 
 async def test_a_tick_also_ships_the_log_and_keeps_its_retention(

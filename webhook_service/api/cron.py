@@ -53,6 +53,8 @@ MIN_SECRET_LENGTH = 16
 _IGNORED_BODY_BYTES = 1024
 # Outbox batches one tick ships at most (WEBHOOK_LOG_BATCH_SIZE records each).
 _SHIP_BATCHES = 10
+# The shortest a tick's claim holds a delivery for its lease (Ticker._hold_ms).
+MIN_CLAIM_HOLD_SECONDS = 1.0
 
 # Engine result statuses, as the summary counts them. Anything else (already done, leased
 # by a worker, not due yet) was not this tick's to count. Failed or disabled by its attempt,
@@ -97,11 +99,16 @@ class Ticker:
         self._scripts = Scripts(client)
         self._engine = engine
         self._batch = settings.batch_size
-        self._grace_ms = int(settings.wakeup_grace * 1000)
         # One engine batch finishes within its longest lease (every send is bounded by its
         # endpoint's timeout, at most MAX_TIMEOUT_SECONDS, which that lease adds); the lock
         # is renewed after each, so it outlives the tick only if we die.
         self.lock_seconds = settings.lease_seconds + MAX_TIMEOUT_SECONDS
+        # How far a claim moves each due time ahead (store/due.py) until the lease, a moment
+        # later, moves it on: the wake-up grace, but never 0 (tick mode's, so that new
+        # deliveries are due at once), lest the next batch of this tick claim again what a
+        # lease left due (one another sender holds). A lease that never comes (the store
+        # refused it) leaves them due again that soon.
+        self._hold_ms = int(max(settings.wakeup_grace, MIN_CLAIM_HOLD_SECONDS) * 1000)
 
     async def tick(self, limit: int) -> TickSummary | None:
         """None when another tick holds the lock."""
@@ -113,7 +120,7 @@ class Ticker:
             budget = limit
             while budget > 0:
                 claimed = await claim_due(
-                    self._scripts, now_ms(), min(budget, self._batch), self._grace_ms
+                    self._scripts, now_ms(), min(budget, self._batch), self._hold_ms
                 )
                 if not claimed:
                     break

@@ -19,8 +19,9 @@ async def healthz(request: web.Request) -> web.Response:
 @routes.get("/readyz")
 async def readyz(request: web.Request) -> web.Response:
     """Redis answers with AOF on and noeviction, a worker beat within 30 s, the scheduler
-    passes in time, and the log's backlog is below its cap; 503 naming what fails
-    otherwise. A lagging log is named but leaves the answer 200. No key needed."""
+    passes in time (neither in tick mode), and the log's backlog is below its cap; 503
+    naming what fails otherwise. A lagging log is named but leaves the answer 200. No key
+    needed."""
     svc = services(request)
     checks = evaluate(await server_facts(svc.redis), now_ms(), Bounds.of(svc.settings))
     ready = all(check.ok for check in checks)

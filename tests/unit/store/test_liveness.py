@@ -90,3 +90,23 @@ def test_the_log_lags_before_it_fails() -> None:
 def test_no_redis_fails_everything() -> None:
     checks = evaluate(None, NOW, BOUNDS)
     assert len(checks) == 6 and not any(c.ok for c in checks)
+
+
+def test_tick_mode_expects_no_worker_and_no_scheduler() -> None:
+    tick = Bounds(30_000, 60_000, 1000, expects_senders=False)
+    # Neither has ever run: ready all the same, and the two checks say why.
+    checks = evaluate(_facts(last_heartbeat_ms=None, last_tick_ms=None), NOW, tick)
+    assert [c.name for c in checks] == [
+        "redis", "aof", "noeviction", "worker_heartbeat", "scheduler", "log"
+    ]  # fmt: skip
+    assert _failing(checks) == set()
+    assert all(
+        "tick mode" in c.detail for c in checks if c.name in ("worker_heartbeat", "scheduler")
+    )
+    # What Redis itself must be still counts.
+    assert _failing(evaluate(_facts(persistence={"aof_enabled": 0}), NOW, tick)) == {"aof"}
+    full = LogBacklog(1000, NOW - 1, fullest=1000)
+    assert _failing(evaluate(_facts(log_backlog=full), NOW, tick)) == {"log"}
+    # Service mode without either: not ready.
+    none_seen = evaluate(_facts(last_heartbeat_ms=None, last_tick_ms=None), NOW, BOUNDS)
+    assert _failing(none_seen) == {"worker_heartbeat", "scheduler"}
