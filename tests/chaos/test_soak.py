@@ -268,7 +268,10 @@ async def test_soak_rss_flat_redis_memory_back_nothing_lost(
     assert missing == []
     # Nor any event the producers were not told about.
     assert {i for _, i in receiver.taken} == set(accepted)
-    assert set(answers.statuses) <= {202, 503}, answers.statuses
+    # 429: more of the key's requests in flight than WEBHOOK_KEY_CONCURRENCY, as they pile up
+    # in an API process while the store is away on a loaded machine; shed with Retry-After
+    # like a 503, and retried by the client.
+    assert set(answers.statuses) <= {202, 429, 503}, answers.statuses
     assert answers.bad_refusals == []
     assert restarted == []
     assert all(g.ratio <= RSS_GROWTH for g in growths), growths

@@ -20,7 +20,7 @@ from webhook_service.client import AsyncWebhookClient, WebhookError
 @dataclass
 class Answers:
     """What the client's session saw, try by try: statuses, failures to get an answer, and
-    any refusal that breaks the contract (a 503 must be problem+json with Retry-After)."""
+    any refusal that breaks the contract (a 429 or 503 must be problem+json with Retry-After)."""
 
     statuses: Counter[int] = field(default_factory=Counter)
     failures: Counter[str] = field(default_factory=Counter)  # exception class names
@@ -37,7 +37,7 @@ class Answers:
     ) -> None:
         response = params.response
         self.statuses[response.status] += 1
-        if response.status == 503 and (
+        if response.status in (429, 503) and (
             response.content_type != PROBLEM_CONTENT_TYPE or "Retry-After" not in response.headers
         ):
             self.bad_refusals.append(f"{response.content_type} {dict(response.headers)}")
