@@ -130,6 +130,7 @@ async def create_endpoint(request: web.Request) -> web.Response:
         retry_schedule=None if body.retry_schedule is None else tuple(body.retry_schedule),
         timeout_seconds=body.timeout_seconds,
         ordering=body.ordering,
+        send_traceparent=body.send_traceparent,
         filter=_filter_text(body.filter),
     )
     await _save_new(svc, record)
@@ -230,6 +231,8 @@ async def patch_endpoint(request: web.Request) -> web.Response:
         record.timeout_seconds = patch.timeout_seconds
     if "ordering" in given:
         record.ordering = patch.ordering
+    if "send_traceparent" in given and patch.send_traceparent is not None:
+        record.send_traceparent = patch.send_traceparent
     # From the next event on: ingest checks the version it evaluated (api/endpoint_filters.py).
     if "filter" in given:
         record.filter = _filter_text(patch.filter)

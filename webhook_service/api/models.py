@@ -280,6 +280,8 @@ class EndpointIn(_Strict):
     filter: dict[str, Any] | None = None
     # "fifo": one delivery at a time, in the order the events were accepted; null: none.
     ordering: Literal["fifo"] | None = None
+    # Each attempt carries a traceparent header naming its span (tracing.py).
+    send_traceparent: bool = False
 
 
 # A rotation keeps the old key signing for at most a week.
@@ -306,6 +308,7 @@ class EndpointPatch(_Strict):
     # A payload filter (webhook_service/filters.py), checked by api/endpoints.py; null: none.
     filter: dict[str, Any] | None = None
     ordering: Literal["fifo"] | None = None
+    send_traceparent: bool | None = None
 
 
 def _instant(text: str) -> str:
@@ -388,6 +391,7 @@ def endpoint_json(record: EndpointRecord, headers: Mapping[str, str | None]) -> 
         "timeout_seconds": record.timeout_seconds,
         "filter": None if record.filter is None else orjson.loads(record.filter),
         "ordering": record.ordering,
+        "send_traceparent": record.send_traceparent,
         "signature": record.signature,
         "public_key": record.public_key,
         "created_at": iso(record.created_ms),
