@@ -71,8 +71,11 @@ def _run_scheduler(settings: Settings) -> int:
     # the due deliveries.
     tracing.setup("scheduler")
     try:
-        shipping = start_thread(Shipper(client, sync_engine(settings), settings), stop)
-        Scheduler(client, CeleryWaker(app, settings.batch_size), settings).run(stop)
+        scheduler = Scheduler(client, CeleryWaker(app, settings.batch_size), settings)
+        # Both work on the buckets whose leases the scheduler's passes hold.
+        shipper = Shipper(client, sync_engine(settings), settings, scheduler.leases)
+        shipping = start_thread(shipper, stop)
+        scheduler.run(stop)
         shipping.join(settings.log_timeout * 2)
     finally:
         tracing.shutdown()

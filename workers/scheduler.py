@@ -1,10 +1,14 @@
 """The scheduler: moves due deliveries (retries, lost wake-ups, expired leases) to the queues.
 
-Every delivery that needs a worker sits in the ``due`` sorted set scored by when. One pass
-claims what is due and publishes its wake-ups, and notes its time (``/readyz`` and the
-scheduler-lag metric read it). Only the holder of a Redis lock acts, so two schedulers never
-double-move; a dead scheduler's lock expires and another takes over. Retention is the log's
-(history/retention.py), kept by the shipper thread beside this loop.
+Every delivery that needs a worker sits in its bucket's ``due`` sorted set scored by when.
+Several schedulers share the buckets: each pass first renews this scheduler's leases
+(store/bucket_leases.py: each bucket leased to one scheduler at a time, at most
+ceil(buckets / live schedulers) each), then claims what is due in the buckets it holds,
+publishes their wake-ups, and notes the time of its pass over each (``/readyz`` and the
+scheduler-lag metric read the oldest). A dead scheduler's leases expire and the others take
+its buckets. The shipper thread beside this loop ships the same buckets' log outboxes
+(history/shipper.py), and whichever scheduler holds the upkeep lock keeps the log's
+retention.
 """
 
 from __future__ import annotations
@@ -17,9 +21,8 @@ from typing import Protocol
 import redis
 
 from webhook_service.config import Settings
-from webhook_service.store import keys, liveness
+from webhook_service.store.bucket_leases import BucketLeases, record_passes
 from webhook_service.store.due import claim_due_sync
-from webhook_service.store.leadership import Leadership
 from webhook_service.store.refusals import Backoff, refused
 from webhook_service.store.scripts import Scripts
 from webhook_service.timeutil import now_ms
@@ -30,9 +33,9 @@ CLAIM_LIMIT = 1000
 
 
 def lock_seconds(settings: Settings) -> float:
-    """How long the scheduler lock lasts unrenewed: ten passes, at least 5 s. A standby
-    takes over that long after the acting scheduler dies, and a scheduler that lost Redis
-    mid-pass acts again once its own lock has expired."""
+    """How long a bucket's lease lasts unrenewed: ten passes, at least 5 s. The others take
+    a dead scheduler's buckets that long after it dies; a scheduler that cannot reach Redis
+    stops working on its buckets once that long has passed since its last renewal."""
     return max(5.0, settings.scheduler_interval * 10)
 
 
@@ -41,25 +44,34 @@ class Publisher(Protocol):
 
 
 class Scheduler:
-    def __init__(self, client: redis.Redis, publisher: Publisher, settings: Settings) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        publisher: Publisher,
+        settings: Settings,
+        leases: BucketLeases | None = None,
+    ) -> None:
         self._client = client
         self._scripts = Scripts(client)
         self._publisher = publisher
         self._settings = settings
-        self._leadership = Leadership(client, keys.SCHEDULER_LOCK, lock_seconds(settings))
+        # The shipper of this process works on the same buckets (cli.py hands it these).
+        self.leases = leases or BucketLeases(client, lock_seconds(settings))
 
     def tick(self) -> int:
-        """One pass; returns how many deliveries were woken."""
-        if not self._leadership.hold():
+        """One pass over the buckets this scheduler holds; returns how many deliveries were
+        woken."""
+        held = self.leases.renew()
+        if not held:
             return 0
         grace_ms = int(self._settings.wakeup_grace * 1000)
         now = now_ms()
-        claimed = claim_due_sync(self._scripts, now, CLAIM_LIMIT, grace_ms)
+        claimed = claim_due_sync(self._scripts, now, CLAIM_LIMIT, grace_ms, held)
         if claimed.fresh:
             self._publisher.wake_sync(claimed.fresh, retry=False)
         if claimed.retries:
             self._publisher.wake_sync(claimed.retries, retry=True)
-        liveness.tick(self._client, now_ms())
+        record_passes(self._client, held, now_ms())
         return len(claimed)
 
     def run(self, stop: threading.Event) -> None:
@@ -71,12 +83,12 @@ class Scheduler:
             except redis.exceptions.RedisError as exc:
                 if not refused(exc, "claiming due deliveries"):
                     log.warning("store error; the scheduler retries", exc_info=True)
-                self._leadership.lost()
+                # The leases stay counted until they would have expired unrenewed.
                 stop.wait(max(self._settings.scheduler_interval, backoff.next()))
                 continue
             backoff.reset()
             # A full claim means more is due: go again at once.
             if woken < CLAIM_LIMIT:
                 stop.wait(self._settings.scheduler_interval)
-        self._leadership.give_up("scheduler")
+        self.leases.give_up()
         log.info("scheduler stopped")

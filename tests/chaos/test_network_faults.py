@@ -46,6 +46,7 @@ from tests.support.stack import Stack, start_stack
 from webhook_service.api.problems import CONTENT_TYPE as PROBLEM_CONTENT_TYPE
 from webhook_service.config import Settings
 from webhook_service.store import keys
+from webhook_service.store.bucket_leases import oldest_pass
 from workers.scheduler import lock_seconds
 
 pytestmark = [pytest.mark.chaos, pytest.mark.asyncio(loop_scope="module")]
@@ -356,9 +357,9 @@ async def test_fault(
         return True
 
     async def scheduler_passed() -> bool:
-        """A scheduler pass"""
-        tick = await valkey.get(keys.SCHEDULER_TICK)
-        return tick is not None and int(tick) > ended_ms
+        """A scheduler pass over every bucket"""
+        passed = oldest_pass(await valkey.hgetall(keys.SCHEDULER_PASSES))
+        return passed is not None and passed > ended_ms
 
     delivered_s, caught_up_s, scheduler_s = await asyncio.gather(
         seconds_until(after_delivered, ended),

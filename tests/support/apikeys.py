@@ -41,14 +41,15 @@ def all_but(scope: Scope) -> list[str]:
 # Written by the running processes on their own clock (locks, liveness, counters), not by
 # the requests a test makes.
 BOOKKEEPING = (
-    keys.SCHEDULER_LOCK,
-    keys.SCHEDULER_TICK,
+    keys.SCHEDULERS,
+    keys.SCHEDULER_PASSES,
+    *(keys.bucket_lease(b) for b in keys.all_buckets()),
     *(keys.metrics(b) for b in keys.all_buckets()),
     keys.HEARTBEATS,
     keys.TICK_LOCK,
     # The shipper trims the outbox and lets finished work go on its own clock too; whether
     # a request appended to the outbox is `outbox_mark`'s to say.
-    keys.SHIPPER_LOCK,
+    keys.LOG_UPKEEP_LOCK,
     *(keys.outbox(b) for b in keys.all_buckets()),
     *(keys.release(b) for b in keys.all_buckets()),
     # The operational events other buckets ask for, which the shipper makes on its clock.

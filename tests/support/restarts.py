@@ -5,12 +5,14 @@ until it shows it works again."""
 from __future__ import annotations
 
 import time
+from typing import cast
 
 import redis
 
 from tests.support.api_process import wait_healthy
 from tests.support.stack import VALKEY, Stack
 from webhook_service.store import keys
+from webhook_service.store.bucket_leases import oldest_pass
 from webhook_service.timeutil import now_ms
 
 _READY_TIMEOUT = 60.0
@@ -61,7 +63,8 @@ def _shows_life(client: redis.Redis, role: str, pid: int, since_ms: int) -> bool
         if role == "worker":
             beats: list[str] = client.zrange(keys.HEARTBEATS, 0, -1)  # type: ignore[assignment]
             return any(beat.startswith(f"whs-{pid}@") for beat in beats)
-        tick = client.get(keys.SCHEDULER_TICK)
-        return tick is not None and int(str(tick)) >= since_ms
+        # Every bucket passed over since: by it, or by the schedulers it shares them with.
+        passed = oldest_pass(cast(dict[str, str], client.hgetall(keys.SCHEDULER_PASSES)))
+        return passed is not None and passed >= since_ms
     except redis.RedisError:
         return False  # Valkey itself is restarting

@@ -162,7 +162,8 @@ class SnapshotCollector(Collector):
         if data.scheduler_tick_ms is not None:
             yield GaugeMetricFamily(
                 "webhook_scheduler_lag_seconds",
-                "Time since the acting scheduler last finished a pass.",
+                "Time since the bucket passed over longest ago was last passed by its "
+                "scheduler (every bucket has been within it).",
                 value=max(0, self._now - data.scheduler_tick_ms) / 1000,
             )
 

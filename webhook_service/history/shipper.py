@@ -7,10 +7,13 @@ records of two buckets have no order between them, and need none: every record a
 delivery is of its bucket's stream, whose order the writer keeps (``log_seq``).
 A shipper killed between the commit and the trim ships the same batch again; two at once
 write the same rows twice, to no effect. Then what finished in the batch is named for
-release from Redis (``store/release.py``): the log holds it now. Only the holder of a Redis
-lock ships, so that normally one does (the scheduler process's shipper; in tick mode, the
-tick). While SQL is away the outbox grows, delivery goes on, and the pass is tried again
-with a backoff.
+release from Redis (``store/release.py``): the log holds it now. A scheduler process's
+shipper works on the buckets its scheduler holds the lease of (store/bucket_leases.py), so
+that normally one shipper ships each bucket and the schedulers share the shipping; a
+shipper of no leases (the tick's, a test's) ships every bucket. The log's upkeep (its
+partitions, retention) is of no bucket: one scheduler at a time keeps it, the holder of a
+lock of its own. While SQL is away the outbox grows, delivery goes on, and the pass is
+tried again with a backoff.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import cast
 
 import redis
@@ -28,6 +31,7 @@ from webhook_service.config import Settings
 from webhook_service.history import partitions, records, retention, writer
 from webhook_service.log_window import LineWindow
 from webhook_service.store import keys, ops
+from webhook_service.store.bucket_leases import BucketLeases
 from webhook_service.store.due import shares
 from webhook_service.store.leadership import Leadership
 from webhook_service.store.refusals import Backoff, refused
@@ -37,7 +41,7 @@ from webhook_service.timeutil import now_ms
 
 log = logging.getLogger(__name__)
 
-# The lock outlasts a slow batch: a standby takes over this long after a shipper dies.
+# The upkeep lock outlasts a slow pass: another takes over this long after its holder dies.
 LOCK_SECONDS = 10.0
 # The upkeep between batches: PostgreSQL's day partitions made ahead about hourly (days
 # ahead, so a missed hour costs nothing); a retention pass this often, and at once again
@@ -54,36 +58,49 @@ def _after(entry_id: str) -> str:
 
 
 class Shipper:
-    def __init__(self, client: redis.Redis, engine: sa.Engine, settings: Settings) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        engine: sa.Engine,
+        settings: Settings,
+        leases: BucketLeases | None = None,
+    ) -> None:
+        """``leases``: its scheduler's, whose buckets alone it ships; None: every bucket."""
         self._client = client
+        self._buckets: Callable[[], Collection[int]] = (
+            leases.held if leases is not None else keys.all_buckets
+        )
         self._engine = engine
         self._scripts = Scripts(client)
         self.batch_size = settings.log_batch_size
         self._hot_ms = int(settings.hot_seconds * 1000)
         self._interval = settings.log_ship_interval
-        self._leadership = Leadership(client, keys.SHIPPER_LOCK, LOCK_SECONDS)
+        self._upkeep_lock = Leadership(client, keys.LOG_UPKEEP_LOCK, LOCK_SECONDS)
         self._retention_days = settings.retention_days
         self._partitions_due = self._retention_due = 0.0  # time.monotonic()
 
     def ship_once(self) -> int:
-        """One batch, if this shipper holds the lock: how many records it committed."""
-        if not self._leadership.hold():
+        """One batch of the buckets this shipper works on: how many records it committed."""
+        buckets = sorted(self._buckets())
+        if not buckets:
             return 0
-        shipped = self.ship_batch()
+        shipped = self.ship_batch(buckets)
         if not shipped:
-            self.release()
+            self.release(buckets=buckets)
         return shipped
 
-    def ship_batch(self) -> int:
-        """One batch, lock or not (a replay is harmless): the records committed. First the
-        operational events other buckets asked for are made (store/ops.py), whether or not
-        SQL is there: they are deliveries, not history."""
-        ops.forward(self._scripts)
+    def ship_batch(self, buckets: Collection[int] | None = None) -> int:
+        """One batch of ``buckets``' outboxes (None: every bucket's), leased or not (a
+        replay is harmless): the records committed. First the operational events they asked
+        for are made (store/ops.py), whether or not SQL is there: they are deliveries, not
+        history."""
+        chosen = sorted(keys.all_buckets() if buckets is None else buckets)
+        ops.forward(self._scripts, chosen)
         with self._client.pipeline(transaction=False) as pipe:
-            for bucket in keys.all_buckets():
+            for bucket in chosen:
                 pipe.xlen(keys.outbox(bucket))
             lengths = pipe.execute()
-        taking = shares(dict(enumerate(int(n) for n in lengths)), self.batch_size)
+        taking = shares(dict(zip(chosen, (int(n) for n in lengths), strict=True)), self.batch_size)
         if not taking:
             return 0
         with self._client.pipeline(transaction=False) as pipe:
@@ -101,13 +118,17 @@ class Shipper:
                 if part:
                     pipe.xtrim(keys.outbox(bucket), minid=_after(part[-1][0]), approximate=False)
             pipe.execute()
-        self.release(records.finished(batch))
+        self.release(records.finished(batch), chosen)
         return len(entries)
 
-    def release(self, finished: Sequence[str] = ()) -> Released:
+    def release(
+        self, finished: Sequence[str] = (), buckets: Collection[int] | None = None
+    ) -> Released:
         """What finished in a committed batch may leave Redis (after the hot window), and
-        what finished earlier and whose window has passed leaves now."""
-        return release(self._scripts, now_ms(), self._hot_ms, 2 * self.batch_size, finished)
+        what finished earlier in ``buckets`` and whose window has passed leaves now."""
+        return release(
+            self._scripts, now_ms(), self._hot_ms, 2 * self.batch_size, finished, buckets
+        )
 
     def upkeep(self) -> None:
         """Day partitions made when due, then a retention pass when one is due."""
@@ -126,12 +147,12 @@ class Shipper:
         while not stop.is_set():
             try:
                 shipped = self.ship_once()
-                if self._leadership.held:
+                if self._upkeep_lock.hold():
                     self.upkeep()
             except redis.exceptions.RedisError as exc:
                 if not refused(exc, "shipping the delivery log"):
                     log.warning("store error; the shipper retries", exc_info=True)
-                self._leadership.lost()
+                self._upkeep_lock.lost()
                 stop.wait(max(self._interval, backoff.next()))
                 continue
             except sa.exc.SQLAlchemyError as exc:
@@ -142,7 +163,7 @@ class Shipper:
             # A full batch means more is waiting: go again at once.
             if shipped < self.batch_size:
                 stop.wait(self._interval)
-        self._leadership.give_up("shipper")
+        self._upkeep_lock.give_up("log upkeep")
         log.info("log shipper stopped")
 
     @staticmethod

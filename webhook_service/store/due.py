@@ -5,16 +5,17 @@ across the store first counts what is due in each bucket (one round trip of ZCOU
 is all an idle store costs a pass), then claims from the buckets that have some, sharing
 the limit out among them (``shares``), in a second round trip.
 
-Two callers claim through the one ``claim_due`` script: the scheduler, which publishes
-wake-ups for workers, and the tick endpoint, which sends inline. A claim pushes each due
-time a grace period ahead, so the next claim, by either, does not take the same delivery
-while this one is on its way; the lease then moves it again.
+Two callers claim through the one ``claim_due`` script: a scheduler, which publishes
+wake-ups for workers and claims from the buckets it holds the lease of
+(store/bucket_leases.py), and the tick endpoint, which sends inline and claims from all.
+A claim pushes each due time a grace period ahead, so the next claim, by either, does not
+take the same delivery while this one is on its way; the lease then moves it again.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import redis
@@ -78,18 +79,31 @@ def shares(due: Mapping[int, int], limit: int) -> dict[int, int]:
     return out
 
 
-def _counting(pipe: redis.client.Pipeline | redis.asyncio.client.Pipeline, now_ms: int) -> None:
-    for bucket in keys.all_buckets():
+def _counting(
+    pipe: redis.client.Pipeline | redis.asyncio.client.Pipeline,
+    now_ms: int,
+    buckets: Iterable[int],
+) -> None:
+    for bucket in buckets:
         pipe.zcount(keys.due(bucket), "-inf", now_ms)
 
 
-def claim_due_sync(scripts: Scripts, now_ms: int, limit: int, grace_ms: int) -> Claimed:
+def claim_due_sync(
+    scripts: Scripts,
+    now_ms: int,
+    limit: int,
+    grace_ms: int,
+    buckets: Collection[int] | None = None,
+) -> Claimed:
+    """What is due in ``buckets`` (a scheduler's: those it holds the lease of), up to
+    ``limit``; every bucket when None (the tick's)."""
+    chosen = sorted(keys.all_buckets() if buckets is None else buckets)
     with scripts.sync_client.pipeline(transaction=False) as pipe:
-        _counting(pipe, now_ms)
+        _counting(pipe, now_ms, chosen)
         counts = pipe.execute()
     calls = [
         ClaimArgs(bucket, now_ms, share, grace_ms)
-        for bucket, share in shares(dict(enumerate(counts)), limit).items()
+        for bucket, share in shares(dict(zip(chosen, counts, strict=True)), limit).items()
     ]
     replies = scripts.run_many_sync("claim_due", [(a.keys(), a.argv()) for a in calls])
     return Claimed.parse([row for reply in replies for row in reply])
@@ -97,7 +111,7 @@ def claim_due_sync(scripts: Scripts, now_ms: int, limit: int, grace_ms: int) -> 
 
 async def claim_due(scripts: Scripts, now_ms: int, limit: int, grace_ms: int) -> Claimed:
     async with scripts.async_client.pipeline(transaction=False) as pipe:
-        _counting(pipe, now_ms)
+        _counting(pipe, now_ms, keys.all_buckets())
         counts = await pipe.execute()
     calls = [
         ClaimArgs(bucket, now_ms, share, grace_ms)
@@ -109,5 +123,5 @@ async def claim_due(scripts: Scripts, now_ms: int, limit: int, grace_ms: int) ->
 
 async def count_due(redis: Redis, now_ms: int) -> int:
     async with redis.pipeline(transaction=False) as pipe:
-        _counting(pipe, now_ms)
+        _counting(pipe, now_ms, keys.all_buckets())
         return sum(int(n) for n in await pipe.execute())

@@ -176,16 +176,23 @@ apikeys:pepper               str    the HMAC pepper, sealed with the master key
 {types}:types:version        str    bumped (INCR) by every catalog write: an API
                                     process reloads its compiled schemas when it moved
 heartbeats                   zset   Celery worker hostname by the ms of its last beat
-scheduler:tick               str    the ms the acting scheduler last finished a pass
+schedulers                   zset   every live scheduler's id (pid@host/random) by the
+                                    ms of its last pass: those within a lease share
+                                    the buckets (store/bucket_leases.py)
+scheduler:passes             hash   bucket -> the ms its scheduler last passed over it
+                                    (/readyz and the scheduler lag read the oldest)
 schema                       str    the store's schema version, an integer
                                     (store/schema.py; none on a store written before
                                     it: schema 1)
 buckets:epoch                str    ms: when `webhook-service migrate` put a store from
                                     before buckets into bucket 0 (ids older read as
                                     mark 0, ids.py); none on a store born with them
-lock:scheduler               str    the token of the scheduler that may act
+lease:bucket:{n}             str    the id of the scheduler that works on bucket n
+                                    (its due claims, outbox, releases, ops requests),
+                                    while the lease lasts (PX; renewed each pass)
+lock:log-upkeep              str    the id of the scheduler that keeps the log's
+                                    partitions and retention (work of no bucket)
 lock:tick                    str    the token of the POST /v1/cron/tick run in progress
-lock:shipper                 str    the token of the shipper that may ship the outbox
 limit:{name}                 str    a generic rate limiter's state (GCRA arrival time),
                                     e.g. limit:apikey:{id} for a key's ingest limit
 dashboard:session:{sid}      str    "1" while a dashboard sign-in lasts: its cookie
@@ -279,10 +286,25 @@ def all_buckets() -> range:
 
 
 HEARTBEATS = PREFIX + "heartbeats"
+# The schedulers' sharing of the buckets (store/bucket_leases.py). No hash tag on any: each
+# is touched alone (a command of its own, or a script of that one key), so on a cluster the
+# leases spread over the primaries by their names, and none is of a bucket's slot.
+SCHEDULERS = PREFIX + "schedulers"
+SCHEDULER_PASSES = PREFIX + "scheduler:passes"
+# Before the schedulers shared the buckets: the acting one's last pass. Written by no one
+# now; read only until store/telemetry.py reads SCHEDULER_PASSES (a change waiting on
+# another's in that file), then dropped.
 SCHEDULER_TICK = PREFIX + "scheduler:tick"
-SCHEDULER_LOCK = PREFIX + "lock:scheduler"
+LOG_UPKEEP_LOCK = PREFIX + "lock:log-upkeep"
 TICK_LOCK = PREFIX + "lock:tick"
-SHIPPER_LOCK = PREFIX + "lock:shipper"
+
+
+def bucket_lease(bucket: int) -> str:
+    """The lease of the scheduler that works on ``bucket`` (no hash tag: see SCHEDULERS)."""
+    tag(bucket)  # refuses a bucket out of range
+    return f"{PREFIX}lease:bucket:{bucket}"
+
+
 JOBS_TAG = "{jobs}"
 JOBS_RUNNING = f"{PREFIX}{JOBS_TAG}:jobs:running"
 API_KEYS_TAG = "{apikeys}"
@@ -581,8 +603,8 @@ def job_owner(job_id: str) -> str:
 # global then; the older steps (below) read their bucket 0 copies.
 LEGACY_ENDPOINTS = PREFIX + "endpoints"  # schema.py: an unmarked store holding endpoints
 _LEGACY_KEPT = (
-    "apikeys:pepper", "heartbeats", "scheduler:tick", "schema", "buckets:epoch", "lock:",
-    "dashboard:session:",
+    "apikeys:pepper", "heartbeats", "scheduler", "schema", "buckets:epoch", "lock:",
+    "lease:", "dashboard:session:",
 )  # fmt: skip
 _LEGACY_JOBS = ("job:", "jobs:running")
 LEGACY_APPS_UID = PREFIX + "apps:uid"

@@ -1,7 +1,10 @@
 """Signs of life the other roles leave in Redis, and the readiness verdict built from them.
 
-Workers write a heartbeat (their hostname, scored by time) and the acting scheduler the
-time of its last pass; ``/readyz`` and ``/metrics`` read them, and the log outbox's backlog.
+Workers write a heartbeat (their hostname, scored by time) and each scheduler the time of
+its last pass over each bucket it holds (store/bucket_leases.py); ``/readyz`` and
+``/metrics`` read them, and the log outbox's backlog. The scheduler check is on the bucket
+passed over longest ago: every bucket must have been passed within the lag, whichever
+scheduler holds it.
 In tick mode neither runs, and readiness expects neither.
 A check is a name, a verdict and why, so an operator sees which one fails. One verdict is
 between passing and failing: ``lagging``, the log's database behind while the API still
@@ -20,12 +23,16 @@ import redis.asyncio
 
 from webhook_service.config import Settings
 from webhook_service.store import keys
+from webhook_service.store.bucket_leases import oldest_pass
+from webhook_service.store.server_info import store_info
 from webhook_service.store.telemetry import LogBacklog
 
 HEARTBEAT_MAX_AGE_MS = 30_000
 # What the worker and scheduler checks say in tick mode, which runs neither.
 TICK_MODE_WORKERS = "none expected in tick mode: POST /v1/cron/tick sends"
 TICK_MODE_SCHEDULER = "none expected in tick mode: each tick claims what is due and ships the log"
+# What the scheduler check times: the bucket passed over longest ago.
+_PASSED = "scheduler pass over every bucket"
 # Heartbeats of workers gone for this long are dropped, so the set stays small.
 _HEARTBEAT_FORGET_MS = 86_400_000
 
@@ -35,10 +42,6 @@ def beat(client: redis.Redis, worker: str, now_ms: int) -> None:
         pipe.zadd(keys.HEARTBEATS, {worker: now_ms})
         pipe.zremrangebyscore(keys.HEARTBEATS, "-inf", now_ms - _HEARTBEAT_FORGET_MS)
         pipe.execute()
-
-
-def tick(client: redis.Redis, now_ms: int) -> None:
-    client.set(keys.SCHEDULER_TICK, now_ms)
 
 
 class State(StrEnum):
@@ -86,20 +89,21 @@ class ServerFacts:
     persistence: Mapping[str, Any]
     memory: Mapping[str, Any]
     last_heartbeat_ms: int | None
-    last_tick_ms: int | None
+    last_tick_ms: int | None  # the oldest of every bucket's last pass (None: one never)
     log_backlog: LogBacklog
 
 
 async def server_facts(client: redis.asyncio.Redis) -> ServerFacts | None:
     """What the checks need, in one round trip; None when Redis does not answer."""
     try:
+        # INFO apart from the pipeline: on a cluster it is each primary's (server_info.py).
+        persistence = await store_info(client, "persistence")
+        memory = await store_info(client, "memory")
         async with client.pipeline(transaction=False) as pipe:
-            pipe.info("persistence")
-            pipe.info("memory")
             pipe.zrange(keys.HEARTBEATS, -1, -1, withscores=True)
-            pipe.get(keys.SCHEDULER_TICK)
+            pipe.hgetall(keys.SCHEDULER_PASSES)
             LogBacklog.read(pipe)
-            persistence, memory, newest, tick_ms, *backlog = await pipe.execute()
+            newest, passes, *backlog = await pipe.execute()
     except redis.RedisError:
         return None
     beats = cast(list[tuple[str, float]], newest)
@@ -107,7 +111,7 @@ async def server_facts(client: redis.asyncio.Redis) -> ServerFacts | None:
         persistence,
         memory,
         int(beats[0][1]) if beats else None,
-        int(tick_ms) if tick_ms else None,
+        oldest_pass(passes),
         LogBacklog.parse(*backlog),
     )
 
@@ -152,7 +156,7 @@ def evaluate(facts: ServerFacts | None, now_ms: int, bounds: Bounds) -> list[Che
     policy = str(facts.memory.get("maxmemory_policy", "noeviction"))
     if bounds.expects_senders:
         workers = _age(now_ms, facts.last_heartbeat_ms, HEARTBEAT_MAX_AGE_MS, "worker heartbeat")
-        scheduler = _age(now_ms, facts.last_tick_ms, bounds.scheduler_max_lag_ms, "scheduler pass")
+        scheduler = _age(now_ms, facts.last_tick_ms, bounds.scheduler_max_lag_ms, _PASSED)
     else:
         # Still named, so that every reader finds the same checks in either mode.
         workers = (State.OK, TICK_MODE_WORKERS)

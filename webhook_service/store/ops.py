@@ -8,13 +8,14 @@ chosen up front (common.lua emit_ops; in the default bucket it makes the event a
 ``forward`` hands each bucket's requests to ``lua/ops_emit.lua`` in the default bucket, which
 makes each event once (``OpsEmitArgs`` in, ``OpsEmitted`` out), then drops them where they
 were: a crash between the two hands them over again, to no effect, and nothing is lost. The
-shipper runs it on every pass (history/shipper.py), so an event is made a pass after the
-step that asked for it (WEBHOOK_LOG_SHIP_INTERVAL, 0.2 s).
+shipper runs it on every pass (history/shipper.py), each scheduler's for the buckets it
+holds, so an event is made a pass after the step that asked for it
+(WEBHOOK_LOG_SHIP_INTERVAL, 0.2 s).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -46,11 +47,13 @@ class OpsEmitArgs:
         return list(self.requests)
 
 
-def forward(scripts: Scripts) -> int:
-    """Every bucket's waiting requests made into their events (up to ``BATCH`` a bucket), then
-    dropped: how many were made now. One round trip reads every bucket's list."""
+def forward(scripts: Scripts, buckets: Iterable[int] | None = None) -> int:
+    """The waiting requests of ``buckets`` (a scheduler's: those it holds the lease of;
+    every bucket when None) made into their events (up to ``BATCH`` a bucket), then
+    dropped: how many were made now. One round trip reads their lists."""
     client = scripts.sync_client
-    sources = [b for b in keys.all_buckets() if b != keys.DEFAULT_BUCKET]
+    polled = keys.all_buckets() if buckets is None else buckets
+    sources = sorted(b for b in polled if b != keys.DEFAULT_BUCKET)
     with client.pipeline(transaction=False) as pipe:
         for bucket in sources:
             pipe.lrange(keys.ops_requests(bucket), 0, BATCH - 1)

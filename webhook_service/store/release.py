@@ -7,7 +7,7 @@ finished is still read from Redis for a while (``WEBHOOK_HOT_SECONDS``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from webhook_service.store import keys
@@ -44,21 +44,28 @@ class Released:
 
 
 def release(
-    scripts: Scripts, now_ms: int, hot_ms: int, limit: int, finished: Sequence[str] = ()
+    scripts: Scripts,
+    now_ms: int,
+    hot_ms: int,
+    limit: int,
+    finished: Sequence[str] = (),
+    buckets: Iterable[int] | None = None,
 ) -> Released:
     """Name ``finished`` (delivery and event ids), then let go of up to ``limit`` names a
-    bucket whose time has come: a delivery that is final still, an event with no delivery
-    left. Only the buckets with names to add, or due, are called (one round trip of
-    ZCOUNTs finds them: all an idle store costs)."""
+    bucket whose time has come, in ``buckets`` (a scheduler's: those it holds the lease
+    of; every bucket when None) and the buckets of ``finished``: a delivery that is final
+    still, an event with no delivery left. Only the buckets with names to add, or due, are
+    called (one round trip of ZCOUNTs finds them: all an idle store costs)."""
     named = keys.by_bucket(finished)
     client = scripts.sync_client
+    polled = sorted(set(keys.all_buckets() if buckets is None else buckets) | set(named))
     with client.pipeline(transaction=False) as pipe:
-        for bucket in keys.all_buckets():
+        for bucket in polled:
             pipe.zcount(keys.release(bucket), "-inf", now_ms)
-        due = pipe.execute()
+        due = dict(zip(polled, pipe.execute(), strict=True))
     calls = [
         ReleaseArgs(bucket, now_ms, hot_ms, limit, named.get(bucket, ()))
-        for bucket in keys.all_buckets()
+        for bucket in polled
         if bucket in named or int(due[bucket])
     ]
     replies = scripts.run_many_sync("release", [(a.keys(), a.argv()) for a in calls])
