@@ -14,13 +14,16 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import cast
 
 import pytest
 import redis
 import sqlalchemy as sa
 from redis.asyncio import Redis
+from redis.cluster import RedisCluster
 
 from tests.integration.conftest import save_endpoint
+from tests.support import cluster
 from tests.support.stack import Stack, settings_of, start_stack
 from webhook_service.config import Settings
 from webhook_service.embedded import EmbeddedValkey
@@ -120,6 +123,10 @@ def test_every_bucket_is_held_by_one_and_each_holds_a_third(
 def _due_everywhere(store: redis.Redis, per_bucket: int) -> dict[str, int]:
     """``per_bucket`` deliveries due now in every bucket (a third of them retries): id ->
     its bucket. claim_due.lua reads a delivery's attempts and its due entry, no more."""
+    return _due_everywhere_on(store, per_bucket)
+
+
+def _due_everywhere_on(store: redis.Redis | RedisCluster, per_bucket: int) -> dict[str, int]:
     made: dict[str, int] = {}
     now = now_ms()
     with store.pipeline(transaction=False) as pipe:
@@ -192,6 +199,41 @@ async def test_a_schedulers_shipper_ships_the_outboxes_of_its_buckets_alone(
     assert shipper.ship_once() == 1
     assert await client.xlen(keys.outbox(bucket)) == 0
     leases.give_up()
+
+
+def test_on_a_cluster_three_schedulers_share_the_buckets_and_claim_from_them(
+    tmp_path: Path, settings: Settings
+) -> None:
+    """The leases' keys spread over the primaries, the renewals a script call each."""
+    with cluster.running(tmp_path) as formed:
+        seed = formed.seed
+        clients = [
+            RedisCluster(
+                host="127.0.0.1", port=seed.port, password=formed.password, decode_responses=True
+            )
+            for _ in range(3)
+        ]
+        try:
+            made = _due_everywhere_on(clients[0], per_bucket=2)
+            schedulers = []
+            for client in clients:
+                wakes = Wakes()
+                wakes.scheduler = Scheduler(cast(redis.Redis, client), wakes, settings)
+                schedulers.append((wakes.scheduler, wakes))
+            for _ in range(4):
+                for scheduler, _ in schedulers:
+                    scheduler.tick()
+            _assert_shared(cast(redis.Redis, clients[0]), [s.leases.id for s, _ in schedulers])
+            woken = Counter(d for _, w in schedulers for d, _ in w.woken)
+            assert set(woken) == set(made) and max(woken.values()) == 1
+            for _, wakes in schedulers:
+                assert all(made[d] in held for d, held in wakes.woken), "woken off its leases"
+            for scheduler, _ in schedulers:
+                scheduler.leases.give_up()
+            assert lease_holders(cast(redis.Redis, clients[0])) == {}
+        finally:
+            for client in clients:
+                client.close()
 
 
 def _pid_of(holder: str) -> int:
