@@ -33,7 +33,8 @@ B endpoint:{ep}              hash   url, description, event_types (JSON), disabl
                                     request timeout, else seconds), filter ('' = none,
                                     else its payload filter's JSON: filters.py),
                                     ordering ('fifo', or '' = none: lua/common.lua
-                                    pending_in)
+                                    pending_in), send_tp ('1': each attempt carries a
+                                    traceparent header, tracing.py; else '')
 B endpoints                  zset   every endpoint id of the bucket's applications
                                     (score 0, ordered by id = time): operator views
 B endpoints:seq              str    the last endpoint sequence number given in the
@@ -92,7 +93,9 @@ B event:{msg}                hash   type, created (ms) (**), body (the exact byt
                                     when it has some: a replay fans out by them again),
                                     example ('1': sent to one endpoint as an example;
                                     no field otherwise), at (its deliver_at, ms; only
-                                    when it was given)
+                                    when it was given), tp (the W3C traceparent its
+                                    attempts' spans link to, tracing.py; only when
+                                    there is one)
 B delivery:{dlv}             hash   event (**), endpoint (**), type (**), status,
                                     attempts, budget, next_at, created (**), updated,
                                     code, error, lease, lease_until, class (of the last
