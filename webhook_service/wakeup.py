@@ -3,9 +3,11 @@
 A wake-up's one argument is the comma list of its delivery ids. Most are never published
 from Python: the ingest script pushes a new event's wake-ups itself, in the same atomic step
 that stores the event, from the message template made here (``inline_template``; its Lua
-half is ``push_wakeups`` in store/lua/common.lua). The others (retries, replays, strict
-mode, the scheduler) go through kombu (``CeleryWaker``). The workers consume them
-(workers/tasks.py, the task named ``TASK_DELIVER``).
+half is ``push_wakeups`` in store/lua/common.lua), when the broker is the store. With the
+broker apart (WEBHOOK_BROKER_URL, a must on a Redis Cluster), no script reaches it, and the
+API publishes a new event's wake-ups after its step like every other. The others (retries,
+replays, strict mode, the scheduler) go through kombu (``CeleryWaker``). The workers
+consume them (workers/tasks.py, the task named ``TASK_DELIVER``).
 """
 
 from __future__ import annotations
@@ -88,11 +90,15 @@ class AsyncCeleryWaker:
     publish blocks). Ids still queued when the process dies are not lost: their due entries
     bring them to a worker after the grace."""
 
-    def __init__(self, waker: CeleryWaker) -> None:
+    def __init__(self, waker: CeleryWaker, *, inline: bool = True) -> None:
+        """``inline``: whether the ingest script may push a new event's wake-ups itself,
+        which it can only when the broker is the store (WEBHOOK_BROKER_URL unset). With the
+        broker apart, they are published from here after the step, and a lost one is
+        repaired by its due entry, as in strict mode."""
         self._waker = waker
         # Only the API's ingest writes wake-ups inline; the scheduler publishes its own.
-        self.inline: InlineWakeup | None = InlineWakeup(
-            QUEUE_FRESH, inline_template(QUEUE_FRESH), waker.batch
+        self.inline: InlineWakeup | None = (
+            InlineWakeup(QUEUE_FRESH, inline_template(QUEUE_FRESH), waker.batch) if inline else None
         )
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wakeup")
         self._queued: dict[bool, list[str]] = {False: [], True: []}

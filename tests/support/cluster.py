@@ -64,9 +64,12 @@ def apart(*alone: int) -> list[Ranges]:
 
 
 @contextlib.contextmanager
-def running(directory: Path, slots: list[Ranges] | None = None) -> Iterator[Cluster]:
+def running(
+    directory: Path, slots: list[Ranges] | None = None, *, aof: bool = False
+) -> Iterator[Cluster]:
     """The cluster (``slots``: each primary's ranges; three even ones by default), formed;
-    every node stopped after."""
+    every node stopped after. ``aof``: each node with AOF on, as the service's /readyz
+    expects of a store (off, the store tests save the disk writes)."""
     layout = slots or even(3)
     nodes: list[EmbeddedValkey] = []
     password = "cluster-" + str(time.time_ns())
@@ -79,7 +82,7 @@ def running(directory: Path, slots: list[Ranges] | None = None) -> Iterator[Clus
                 # The bus port, chosen free rather than the port + 10 000 it defaults to.
                 "--cluster-port", str(free_port()),
                 "--cluster-node-timeout", "5000",
-                "--appendonly", "no",
+                "--appendonly", "yes" if aof else "no",
             )  # fmt: skip
             nodes.append(start_valkey(home, extra=extra, password=password))
         _form(nodes, layout)

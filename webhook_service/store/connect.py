@@ -8,13 +8,15 @@ from typing import Any, cast
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
 import redis.asyncio.sentinel
+import redis.cluster
 import redis.sentinel
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from webhook_service.config import Settings
-from webhook_service.store.redis_url import parse_sentinel
+from webhook_service.store.redis_url import ClusterUrl, parse_cluster, parse_sentinel
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,9 @@ def _backoff() -> ExponentialBackoff:
 
 def async_client(url: str, timeouts: RedisTimeouts = DEFAULT_TIMEOUTS) -> redis.asyncio.Redis:
     retry = redis.asyncio.retry.Retry(_backoff(), _RETRIES, supported_errors=_RETRY_ON)
+    cluster = parse_cluster(url)
+    if cluster is not None:
+        return _async_cluster(cluster, retry, timeouts)
     sentinel = parse_sentinel(url)
     if sentinel is None:
         # Blocking: under a burst, a request waits its turn for a connection rather than
@@ -89,6 +94,9 @@ def async_client(url: str, timeouts: RedisTimeouts = DEFAULT_TIMEOUTS) -> redis.
 
 def sync_client(url: str, timeouts: RedisTimeouts = DEFAULT_TIMEOUTS) -> redis.Redis:
     retry = Retry(_backoff(), _RETRIES, supported_errors=_RETRY_ON)
+    cluster = parse_cluster(url)
+    if cluster is not None:
+        return _sync_cluster(cluster, retry, timeouts)
     sentinel = parse_sentinel(url)
     if sentinel is None:
         return redis.Redis.from_url(url, retry=retry, **timeouts.options())
@@ -97,6 +105,45 @@ def sync_client(url: str, timeouts: RedisTimeouts = DEFAULT_TIMEOUTS) -> redis.R
         sentinel.service_name, retry=retry, **sentinel.primary_options()
     )
     return cast(redis.Redis, primary)
+
+
+# A cluster client stands in for a Redis one: it answers the same commands, one key's (or
+# one slot's) at a time, and the code that must differ (scripts.py, the scans, the checks
+# below) asks ``is_cluster``. redis-py's cluster classes share no base with Redis.
+def _async_cluster(
+    url: ClusterUrl, retry: redis.asyncio.retry.Retry, timeouts: RedisTimeouts
+) -> redis.asyncio.Redis:
+    client = redis.asyncio.cluster.RedisCluster(
+        startup_nodes=[redis.asyncio.cluster.ClusterNode(h, p) for h, p in url.nodes],
+        retry=retry,
+        max_connections=_POOL_SIZE,  # per node
+        **url.node_options(),
+        **timeouts.options(),
+    )
+    return cast(redis.asyncio.Redis, client)
+
+
+def _sync_cluster(url: ClusterUrl, retry: Retry, timeouts: RedisTimeouts) -> redis.Redis:
+    client = redis.cluster.RedisCluster(
+        # redis-py leaves the sync ClusterNode untyped.
+        startup_nodes=[redis.cluster.ClusterNode(h, p) for h, p in url.nodes],  # type: ignore[no-untyped-call]
+        retry=retry,
+        **url.node_options(),
+        **timeouts.options(),
+    )
+    return cast(redis.Redis, client)
+
+
+def is_cluster(client: object) -> bool:
+    return isinstance(client, redis.cluster.RedisCluster | redis.asyncio.cluster.RedisCluster)
+
+
+def primaries(client: redis.Redis) -> list[redis.Redis]:
+    """A plain client of each primary of a cluster (sharing its pools), or ``client`` itself:
+    for what each server answers of itself (INFO, CONFIG) or holds (SCAN)."""
+    if not isinstance(client, redis.cluster.RedisCluster):
+        return [client]
+    return [client.get_redis_connection(node) for node in client.get_primaries()]
 
 
 def replicas_to_confirm(client: redis.Redis, url: str) -> int:
@@ -112,7 +159,19 @@ def replicas_to_confirm(client: redis.Redis, url: str) -> int:
 
 
 def check_server(client: redis.Redis, durability: str) -> bool:
-    """Refuse servers that may evict or drop events. Returns whether WAITAOF is usable."""
+    """Refuse servers that may evict or drop events (on a cluster, any primary that may).
+    Returns whether WAITAOF is usable (on every primary)."""
+    if durability == "strict" and is_cluster(client):
+        # The API's WAITAOF/WAIT after an ingest is keyless: a cluster client would send it
+        # to any node, not the one that took the event, and confirm nothing.
+        raise ServerUnfit(
+            "WEBHOOK_DURABILITY=strict is not supported on a Redis Cluster yet: use everysec"
+        )
+    usable = [_check_one(server, durability) for server in primaries(client)]
+    return all(usable)
+
+
+def _check_one(client: redis.Redis, durability: str) -> bool:
     memory = client.info("memory")
     policy = memory.get("maxmemory_policy", "noeviction")
     if policy != "noeviction":
