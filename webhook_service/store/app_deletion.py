@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import cast
+from typing import Any, cast
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 from webhook_service.store import keys
 from webhook_service.store.scripts import Scripts
@@ -156,9 +157,27 @@ class ApplicationDeletion:
     async def sweep(self, app_id: str, cursor: int, count: int) -> tuple[int, int]:
         """One SCAN call over the keyspace: the application's own keys it found deleted.
         Returns the next cursor (0: the scan is over) and how many keys went."""
+        bucket = keys.bucket_of(app_id)
+        # Every key of the application is of its bucket, one slot: on a cluster, the SCAN
+        # is of the primary that serves it (a cluster client's SCAN asks every node, each
+        # with a cursor of its own).
+        target = await _bucket_node(self._redis, bucket)
         next_cursor, found = await self._redis.scan(
-            cursor, match=f"{keys.head(keys.bucket_of(app_id))}*{app_id}*", count=count
+            cursor, match=f"{keys.head(bucket)}*{app_id}*", count=count, **target
         )
+        if isinstance(next_cursor, dict):  # a cluster client's: the one node's cursor
+            (next_cursor,) = next_cursor.values()
         own = [k for k in cast(list[str], found) if is_applications_key(k, app_id)]
         deleted = int(await self._redis.delete(*own)) if own else 0
         return int(next_cursor), deleted
+
+
+async def _bucket_node(client: Redis, bucket: int) -> dict[str, Any]:
+    """The ``target_nodes`` option naming the primary of ``bucket`` on a cluster; none on a
+    plain Redis."""
+    if not isinstance(client, RedisCluster):
+        return {}
+    cluster: RedisCluster = client
+    if not cluster.nodes_manager.slots_cache:
+        await cluster.initialize()
+    return {"target_nodes": cluster.get_node_from_key(keys.due(bucket))}
