@@ -55,6 +55,7 @@ from webhook_service.history.reassign import reassign
 from webhook_service.ids import seq_tail
 from webhook_service.store import bucket_migration, keys, schema, tenancy_migration
 from webhook_service.store.applications import DEFAULT_APP_ID
+from webhook_service.store.connect import primaries
 from webhook_service.store.endpoint_rewrite import (
     Rewrite,
     RewriteConflict,
@@ -137,9 +138,12 @@ def _rewrite_aof(client: redis.Redis) -> str:
     values, the history moved out (a rewrite writes only what is held now). Says what became
     of them."""
     try:
-        if not int(client.info("persistence").get("aof_enabled", 0)):
+        # Each primary's own AOF, on a cluster: BGREWRITEAOF names no key.
+        servers = [s for s in primaries(client) if int(s.info("persistence").get("aof_enabled", 0))]
+        if not servers:
             return ""
-        client.bgrewriteaof()
+        for server in servers:
+            server.bgrewriteaof()
     except redis.ResponseError:
         return (
             "BGREWRITEAOF was refused: the AOF holds what was sealed or moved out until it "
