@@ -54,6 +54,7 @@ from redis.lock import Lock
 
 from webhook_service.store import keys
 from webhook_service.store.endpoint_rewrite import text
+from webhook_service.store.refusals import refused
 
 log = logging.getLogger(__name__)
 
@@ -167,10 +168,10 @@ class BucketLeases:
             *(lambda c, name=name: c.get(name) for name in names),
         ]
         beat, _, live, *found = _send(self._client, read)
-        if isinstance(beat, Exception):
-            # At maxmemory a ZADD is refused while the renewals (PEXPIRE) still run: others
-            # count this one out until its heartbeat is written again; the work goes on.
-            log.info("scheduler heartbeat not written (%s); its leases are kept", beat)
+        if isinstance(beat, Exception) and not refused(beat, "writing a scheduler heartbeat"):
+            raise beat
+        # Refused (at maxmemory a ZADD is, while the renewals' PEXPIRE still runs): the
+        # others count this one out until its heartbeat is written again; the work goes on.
         for answer in (live, *found):
             if isinstance(answer, Exception):
                 raise answer
