@@ -1,14 +1,14 @@
 """kombu's Redis transport, made to wait out a store that refuses its BRPOP.
 
-The broker is the store. A Valkey whose AOF cannot be written answers every write command
-with MISCONF, and BRPOP is a write command (it pops); a replica answers READONLY, a server
-running a long script BUSY; and redis-py's health-check PING before a command gets the same
-refusal. kombu takes any of these for a channel error, which Celery does not recover from:
-the worker exited ("Unrecoverable error: ResponseError('MISCONF …')"), with sends still in
-flight. Here such a refusal is noted (``store/refusals.py``) and the channel stops asking
-for a while (``Backoff``); the event loop's next turns ask again, until one is served.
-Nothing is lost meanwhile: the wake-ups wait in their list, and every delivery has its due
-entry besides.
+The broker is the store, or a Redis apart (WEBHOOK_BROKER_URL). A Valkey whose AOF cannot
+be written answers every write command with MISCONF, and BRPOP is a write command (it
+pops); a replica answers READONLY, a server running a long script BUSY; and redis-py's
+health-check PING before a command gets the same refusal. kombu takes any of these for a
+channel error, which Celery does not recover from: the worker exited ("Unrecoverable
+error: ResponseError('MISCONF …')"), with sends still in flight. Here such a refusal is
+noted (``store/refusals.py``) and the channel stops asking for a while (``Backoff``); the
+event loop's next turns ask again, until one is served. Nothing is lost meanwhile: the
+wake-ups wait in their list, and every delivery has its due entry besides.
 
 A connection that fails is left to kombu and Celery, which reconnect with their own back-off.
 """
