@@ -10,6 +10,9 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from webhook_service.delivery.transport import EgressProxy
+from webhook_service.store.redis_url import parse_cluster
+
 # Svix's schedule, the reference: immediately, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h.
 DEFAULT_RETRY_SCHEDULE = (0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0)
 # The bootstrap key has every scope and no rate limit, so it must not be guessable:
@@ -36,6 +39,11 @@ class Settings(BaseSettings):
     )
 
     redis_url: str | None = None
+    # The Celery broker apart from the store: redis:// (a plain Redis or Valkey), sentinel://
+    # (as WEBHOOK_REDIS_URL spells it) or amqp:// (RabbitMQ). Unset: the store itself, which
+    # a Redis Cluster cannot be (the validator below refuses that). A secret, as a URL's
+    # password may be in it.
+    broker_url: SecretStr | None = None
     data_dir: Path = Path("./var")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
@@ -92,6 +100,10 @@ class Settings(BaseSettings):
     durability: Literal["everysec", "strict"] = "everysec"
     allowed_networks: Annotated[tuple[str, ...], NoDecode] = ()
     https_only: bool = False
+    # http://[user:password@]host:port: every delivery goes through this HTTP proxy (CONNECT
+    # for https), for a fixed egress address. A secret: the URL may hold the proxy's password.
+    # The SSRF guard still checks each receiver's host first (delivery/transport.py).
+    egress_proxy: SecretStr | None = None
 
     # An endpoint that only fails, exhausting deliveries, for this long is disabled.
     disable_after: float = Field(5 * 86400.0, ge=0, allow_inf_nan=False)
@@ -158,7 +170,7 @@ class Settings(BaseSettings):
     # A finished delivery, and an event whose deliveries are all finished, stay in Redis
     # this long after their log records are in SQL; then only SQL holds them.
     hot_seconds: float = Field(60.0, ge=0, le=3600, allow_inf_nan=False)
-    # /readyz fails when the acting scheduler has not finished a pass for this long.
+    # /readyz fails when a bucket has had no scheduler pass for this long.
     scheduler_max_lag: float = Field(30.0, gt=0)
     log_level: str = "INFO"
     log_format: Literal["console", "json"] = "console"
@@ -205,6 +217,19 @@ class Settings(BaseSettings):
             raise ValueError("WEBHOOK_PUBLIC_URL is a base URL: http(s)://host[:port][/path]")
         return value.rstrip("/")
 
+    @field_validator("egress_proxy")
+    @classmethod
+    def _proxy_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value():
+            return None
+        # Parsed at start-up as the transport will parse it; the message never quotes the
+        # URL (it may hold the password).
+        try:
+            EgressProxy.parse(value.get_secret_value())
+        except ValueError as exc:
+            raise ValueError(f"WEBHOOK_EGRESS_PROXY: {exc}") from None
+        return value
+
     @model_validator(mode="before")
     @classmethod
     def _mode_defaults(cls, data: Any) -> Any:
@@ -232,6 +257,16 @@ class Settings(BaseSettings):
             raise ValueError("WEBHOOK_WAKEUP_GRACE may be 0 only with WEBHOOK_MODE=tick")
         return self
 
+    @model_validator(mode="after")
+    def _broker_fits(self) -> Settings:
+        if self.broker_url is None and self.redis_url and parse_cluster(self.redis_url):
+            # kombu's Redis transport talks to one server; wake-ups need a broker of their own.
+            raise ValueError(
+                "WEBHOOK_REDIS_URL is a Redis Cluster, which cannot be the Celery broker: set "
+                "WEBHOOK_BROKER_URL (a plain Redis or Valkey, sentinel:// or amqp://)"
+            )
+        return self
+
     @field_validator("allowed_networks", mode="before")
     @classmethod
     def _parse_networks(cls, value: object) -> object:
@@ -246,6 +281,18 @@ class Settings(BaseSettings):
         # Long enough for the slowest request plus the bookkeeping around it. An endpoint's
         # own timeout_seconds adds to its deliveries' leases (common.lua lease_one).
         return self.request_timeout + self.connect_timeout + self.lease_margin
+
+    @property
+    def broker_apart(self) -> bool:
+        """Whether wake-ups go to a broker of their own, not the store: then no script can
+        push them, and each is published after its step."""
+        return self.broker_url is not None
+
+    @property
+    def effective_broker_url(self) -> str | None:
+        if self.broker_url is not None:
+            return self.broker_url.get_secret_value()
+        return self.redis_url
 
     @property
     def effective_redis_url(self) -> str:

@@ -9,7 +9,7 @@ from webhook_service.crypto import SecretBox
 from webhook_service.delivery.backoff import RetryPolicy
 from webhook_service.delivery.engine import DeliveryEngine
 from webhook_service.delivery.ssrf import Guard
-from webhook_service.delivery.transport import AiohttpTransport, Transport
+from webhook_service.delivery.transport import AiohttpTransport, EgressProxy, Transport
 from webhook_service.store.deliveries import DeliveryStore, HealthPolicy
 from webhook_service.store.scripts import Scripts
 
@@ -61,9 +61,11 @@ def delivery_engine(settings: Settings, client: Redis, transport: Transport) -> 
 
 def aiohttp_transport(settings: Settings) -> AiohttpTransport:
     """Call from inside the event loop that will use it: the session binds to that loop."""
+    proxy = settings.egress_proxy
     return AiohttpTransport(
         guard(settings),
         total_timeout=settings.request_timeout,
         connect_timeout=settings.connect_timeout,
         body_limit=settings.response_body_limit,
+        proxy=None if proxy is None else EgressProxy.parse(proxy.get_secret_value()),
     )

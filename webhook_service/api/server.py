@@ -60,7 +60,9 @@ async def build_app(settings: Settings, publisher: Celery | None) -> web.Applica
     if settings.wake_workers:
         if publisher is None:
             raise ConfigurationError("wake-ups need a Celery app to publish through")
-        waker = AsyncCeleryWaker(CeleryWaker(publisher, settings.batch_size))
+        waker = AsyncCeleryWaker(
+            CeleryWaker(publisher, settings.batch_size), inline=not settings.broker_apart
+        )
     box = secret_box(settings)
     install_log_redaction(configured_secrets(settings))
     deliveries = DeliveryStore(client, scripts)

@@ -38,6 +38,8 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
 from webhook_service.store import keys
+from webhook_service.store.bucket_leases import oldest_pass
+from webhook_service.store.server_info import store_info
 
 # Endpoints read per pipeline when counting disabled ones and their leases.
 _CHUNK = 1000
@@ -80,7 +82,7 @@ class Snapshot:
     queue_depths: dict[str, int]  # fresh, retry (Celery lists), due
     leases_in_flight: int
     endpoints_disabled: int
-    scheduler_tick_ms: int | None
+    scheduler_tick_ms: int | None  # every bucket passed since (bucket_leases.oldest_pass)
     log_backlog: LogBacklog
 
 
@@ -110,8 +112,8 @@ class ServerInfo:
 
 async def server_info(redis: Redis) -> ServerInfo:
     """One INFO of the default sections: every Redis and Valkey version answers it, where
-    naming two sections in one call needs 7.0."""
-    return ServerInfo.parse(await redis.info())
+    naming two sections in one call needs 7.0. On a cluster, every primary's, merged."""
+    return ServerInfo.parse(await store_info(redis))
 
 
 async def add_response_counts(redis: Redis, counts: Mapping[int, int]) -> None:
@@ -137,14 +139,14 @@ async def snapshot(redis: Redis, now_ms: int) -> Snapshot:
         # kombu's Redis transport keeps each queue as a list named after it.
         pipe.llen(keys.QUEUE_FRESH)
         pipe.llen(keys.QUEUE_RETRY)
-        pipe.get(keys.SCHEDULER_TICK)
+        pipe.hgetall(keys.SCHEDULER_PASSES)
         for bucket in keys.all_buckets():
             pipe.hgetall(keys.metrics(bucket))
             pipe.zcard(keys.due(bucket))
             pipe.zrange(keys.endpoints(bucket), 0, -1)
         LogBacklog.read(pipe)
         replies = await pipe.execute()
-    fresh, retry, tick = replies[:3]
+    fresh, retry, passes = replies[:3]
     per_bucket = replies[3 : 3 + 3 * n]
     counters = _sum(cast(list[dict[str, str]], per_bucket[0::3]))
     endpoints = [e for found in cast(list[list[str]], per_bucket[2::3]) for e in found]
@@ -154,7 +156,7 @@ async def snapshot(redis: Redis, now_ms: int) -> Snapshot:
         queue_depths={"fresh": fresh, "retry": retry, "due": sum(per_bucket[1::3])},
         leases_in_flight=leases,
         endpoints_disabled=disabled,
-        scheduler_tick_ms=int(tick) if tick else None,
+        scheduler_tick_ms=oldest_pass(passes),
         log_backlog=LogBacklog.parse(*replies[3 + 3 * n :]),
     )
 
