@@ -294,10 +294,6 @@ HEARTBEATS = PREFIX + "heartbeats"
 # leases spread over the primaries by their names, and none is of a bucket's slot.
 SCHEDULERS = PREFIX + "schedulers"
 SCHEDULER_PASSES = PREFIX + "scheduler:passes"
-# Before the schedulers shared the buckets: the acting one's last pass. Written by no one
-# now; read only until store/telemetry.py reads SCHEDULER_PASSES (a change waiting on
-# another's in that file), then dropped.
-SCHEDULER_TICK = PREFIX + "scheduler:tick"
 LOG_UPKEEP_LOCK = PREFIX + "lock:log-upkeep"
 TICK_LOCK = PREFIX + "lock:tick"
 
