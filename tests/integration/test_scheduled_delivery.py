@@ -10,6 +10,7 @@ second cancel is a 409."""
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -140,13 +141,15 @@ async def test_survives_a_restart_of_every_process(
     clock = (time.time(), time.monotonic())
     accepted = await _schedule(api, "sched.restart", delay_seconds=12)
     assert parse_iso(accepted["deliver_at"]) == parse_iso(accepted["timestamp"]) + 12_000
-    time.sleep(1.5)  # appendfsync everysec: then a crash of the server loses nothing
+    await asyncio.sleep(1.5)  # appendfsync everysec: then a crash of the server loses nothing
     for name in (VALKEY, "worker0", "scheduler", "api"):
-        kill_and_restart(stack, name)
+        # Off the event loop: the receiver in it answers whatever arrives meanwhile.
+        await asyncio.to_thread(kill_and_restart, stack, name)
     status, event, _ = await api.call("GET", f"/v1/events/{accepted['id']}")
     # The restarts take a few seconds, more on a loaded machine: what they left is checked
     # while the delivery is still ahead, with a second's room for the read.
-    if time.time() * 1000 < parse_iso(accepted["deliver_at"]) - 1000:
+    ahead = time.time() * 1000 < parse_iso(accepted["deliver_at"]) - 1000
+    if ahead:
         assert status == 200 and [d["status"] for d in event["deliveries"]] == ["scheduled"]
         assert receiver.for_endpoint("sched-restart") == []
 
@@ -154,9 +157,13 @@ async def test_survives_a_restart_of_every_process(
         return len(receiver.for_endpoint("sched-restart")) > 0
 
     await wait_for(arrived, timeout=12 + LATE_BOUND_S)
-    [got] = receiver.for_endpoint("sched-restart")
-    assert got.verified and got.webhook_id == accepted["id"]
-    assert _arrival_ms(got.at, clock) >= parse_iso(accepted["deliver_at"])
+    got = receiver.for_endpoint("sched-restart")
+    # Sent once; or, when the restarts outlasted the delay, perhaps again after a kill that
+    # cut its first send short (at least once): the same event every time.
+    if ahead:
+        assert len(got) == 1
+    assert all(r.verified and r.webhook_id == accepted["id"] for r in got)
+    assert _arrival_ms(got[0].at, clock) >= parse_iso(accepted["deliver_at"])
 
 
 async def test_cancel_sends_nothing_and_a_second_cancel_is_409(
