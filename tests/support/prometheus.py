@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from tests.support.processes import terminate
 from webhook_service.embedded import free_port
 
 PROMETHEUS = Path("/usr/bin/prometheus")
@@ -26,13 +27,7 @@ class Prometheus:
     log: Path
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        terminate(self.process)
 
 
 def _ready(port: int) -> bool:

@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.processes import terminate
+
 TINYPROXY = "/usr/bin/tinyproxy"
 # What the proxy puts in the Via header it adds to each forwarded request.
 VIA_NAME = "webhook-test-proxy"
@@ -79,13 +81,7 @@ class Tinyproxy:
     def stop(self) -> None:
         if self.process is None:
             return
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        terminate(self.process)
         self.process = None
 
     def requests(self) -> list[str]:
