@@ -51,7 +51,9 @@ def _select(name: str, label: str, options: tuple[str, ...], chosen: str, blank:
     )
 
 
-def _text(name: str, label: str, value: str, placeholder: str = "", kind: str = "text") -> Markup:
+def text_input(
+    name: str, label: str, value: str, placeholder: str = "", kind: str = "text"
+) -> Markup:
     return render(
         '<label>$label <input type="$kind" name="$name" value="$value" placeholder="$ph"></label>',
         label=label,
@@ -68,13 +70,13 @@ def filter_form(place: Place, query: dict[str, str]) -> Markup:
     fields = [
         _select("status", "Status", STATUSES, get("status", ""), "any"),
         _select("status_class", "Last answer", STATUS_CLASSES, get("status_class", ""), "any"),
-        _text("endpoint_id", "Endpoint", get("endpoint_id", ""), "ep_…"),
-        _text("event_id", "Event", get("event_id", ""), "msg_…"),
-        _text("event_type", "Event type", get("event_type", ""), "invoice.paid"),
-        _text("since", "Since (UTC)", get("since", ""), "2026-01-31T12:00Z"),
-        _text("until", "Until (UTC)", get("until", ""), "2026-01-31T13:00Z"),
-        _text("attempts_min", "Attempts ≥", get("attempts_min", ""), "", "number"),
-        _text("attempts_max", "Attempts ≤", get("attempts_max", ""), "", "number"),
+        text_input("endpoint_id", "Endpoint", get("endpoint_id", ""), "ep_…"),
+        text_input("event_id", "Event", get("event_id", ""), "msg_…"),
+        text_input("event_type", "Event type", get("event_type", ""), "invoice.paid"),
+        text_input("since", "Since (UTC)", get("since", ""), "2026-01-31T12:00Z"),
+        text_input("until", "Until (UTC)", get("until", ""), "2026-01-31T13:00Z"),
+        text_input("attempts_min", "Attempts ≥", get("attempts_min", ""), "", "number"),
+        text_input("attempts_max", "Attempts ≤", get("attempts_max", ""), "", "number"),
         _select("limit", "Per page", PAGE_SIZES, get("limit", PAGE_SIZES[0]), ""),
     ]
     return render(

@@ -18,7 +18,7 @@ from webhook_service.client.errors import APIError
 from webhook_service.dashboard import layout
 from webhook_service.dashboard.access import explain, redirect, signed_in
 from webhook_service.dashboard.catalog import pretty
-from webhook_service.dashboard.delivery_pages import delivery_headers, delivery_rows
+from webhook_service.dashboard.delivery_pages import delivery_headers, delivery_rows, text_input
 from webhook_service.dashboard.endpoint_pages import facts_list
 from webhook_service.dashboard.markup import Markup, join, render, with_query
 from webhook_service.dashboard.places import Place
@@ -32,29 +32,21 @@ ID_FIELD = "id"
 _NO_SUCH = "No event has this id (or it is another application's)."
 
 
-def _text(name: str, label: str, value: str, placeholder: str) -> Markup:
-    return render(
-        '<label>$label <input type="text" name="$name" value="$value" placeholder="$ph"></label>',
-        label=label,
-        name=name,
-        value=value,
-        ph=placeholder,
-    )
-
-
 def search_form(place: Place, query: dict[str, str]) -> Markup:
     """The API's filters and the id, submitted as GET: a search is a URL to share."""
     get = query.get
     fields = [
-        _text(ID_FIELD, "Event id", get(ID_FIELD, ""), "msg_…"),
-        _text("type", "Type", get("type", ""), "invoice.paid"),
-        _text("since", "Since (UTC)", get("since", ""), "2026-01-31T12:00Z"),
-        _text("until", "Until (UTC)", get("until", ""), "2026-01-31T13:00Z"),
-        _text("key_id", "Sent with key", get("key_id", ""), "key_…"),
+        text_input(ID_FIELD, "Event id", get(ID_FIELD, ""), "msg_…"),
+        text_input("type", "Type", get("type", ""), "invoice.paid"),
+        text_input("since", "Since (UTC)", get("since", ""), "2026-01-31T12:00Z"),
+        text_input("until", "Until (UTC)", get("until", ""), "2026-01-31T13:00Z"),
+        text_input("key_id", "Sent with key", get("key_id", ""), "key_…"),
     ]
     if place.app is None:
         # Within an application the list is that application's already.
-        fields.append(_text("application", "Application", get("application", ""), "app_… or uid"))
+        fields.append(
+            text_input("application", "Application", get("application", ""), "app_… or uid")
+        )
     sizes = join(
         render(
             '<option value="$v"$sel>$v</option>',
