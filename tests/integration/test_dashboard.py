@@ -141,6 +141,9 @@ async def test_an_endpoint_page_charts_it_and_its_buttons_work(
     for n in range(6):
         await send_event(api, "dash.chart", {"n": n})
     await wait_for(lambda: _arrived(receiver, "charted", 8))
+    # The workers add their attempt counts a second later (WEBHOOK_COUNTS_INTERVAL): the
+    # charts draw from those counts, not from the receiver.
+    await wait_for(lambda: _counted(api, endpoint["id"], 8))
     page = await browser.new_page(viewport={"width": 1280, "height": 900})
     page.on("dialog", accept)
     await sign_in(page, api)
@@ -171,6 +174,11 @@ async def test_an_endpoint_page_charts_it_and_its_buttons_work(
 
 async def _arrived(receiver: Receiver, name: str, count: int) -> bool:
     return len([r for r in receiver.for_endpoint(name) if r.status is not None]) >= count
+
+
+async def _counted(api: Api, endpoint_id: str, attempts: int) -> bool:
+    _, stats, _ = await api.call("GET", f"/v1/endpoints/{endpoint_id}/stats")
+    return bool(stats["last_hour"]["attempts"] >= attempts)
 
 
 def _cookie(response: aiohttp.ClientResponse) -> str:
