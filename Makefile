@@ -94,7 +94,8 @@ test: lint typecheck chromium postgresql prometheus tinyproxy
 # and 1 M deliveries in the SQL log (bench/bench_history.py, ~2 min); applications at scale
 # (bench/bench_apps.py, ~3 min); schema validation at ingest (bench/bench_validation.py,
 # ~1 min); payload filters at ingest (bench/bench_filters.py, ~1 min); a FIFO endpoint
-# against a normal one (bench/bench_fifo.py, ~1 min). bench-full: the whole
+# against a normal one (bench/bench_fifo.py, ~1 min); the store on a 3-primary cluster
+# against one Valkey (bench/bench_cluster.py, ~2 min). bench-full: the whole
 # grid, many repeats (~25 min).
 bench: $(STAMP) postgresql
 	$(BIN)/python bench/bench_signer.py
@@ -106,6 +107,7 @@ bench: $(STAMP) postgresql
 	$(BIN)/python -m bench.bench_validation
 	$(BIN)/python -m bench.bench_filters
 	$(BIN)/python -m bench.bench_fifo
+	$(BIN)/python -m bench.bench_cluster
 
 bench-full: $(STAMP)
 	$(BIN)/python bench/bench_signer.py --runs 9
