@@ -116,3 +116,73 @@ def _ok(client: redis.Redis, nodes: int) -> bool:
     info = str(client.execute_command("CLUSTER", "INFO"))  # type: ignore[no-untyped-call]
     fields = dict(line.split(":", 1) for line in info.split() if ":" in line)
     return fields.get("cluster_state") == "ok" and fields.get("cluster_known_nodes") == str(nodes)
+
+
+def node_id(node: EmbeddedValkey) -> str:
+    client = _client(node)
+    try:
+        return str(client.execute_command("CLUSTER", "MYID"))  # type: ignore[no-untyped-call]
+    finally:
+        client.close()
+
+
+_BATCH = 100  # keys per MIGRATE, as the cluster tooling's default pipeline
+_MIGRATE_TIMEOUT_MS = 5000
+
+
+def move_slot(
+    cluster: Cluster,
+    slot: int,
+    source: EmbeddedValkey,
+    target: EmbeddedValkey,
+    *,
+    between_batches: float = 0.0,
+) -> int:
+    """Move ``slot`` from ``source`` to ``target`` while clients use it, as the cluster
+    tooling reshards: the target IMPORTING, the source MIGRATING (from here a key the source
+    no longer holds is answered ASK, a multi-key command over moved and unmoved keys
+    TRYAGAIN), the keys MIGRATEd a batch at a time, then every primary told the new owner
+    (MOVED from then on). ``between_batches``: a pause after each batch, to hold the ASK
+    window open longer. Returns how many keys were moved."""
+    source_id, target_id = node_id(source), node_id(target)
+    to_source, to_target = _client(source), _client(target)
+    moved = 0
+    try:
+        to_target.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)  # type: ignore[no-untyped-call]
+        to_source.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)  # type: ignore[no-untyped-call]
+        while batch := to_source.execute_command("CLUSTER", "GETKEYSINSLOT", slot, _BATCH):  # type: ignore[no-untyped-call]
+            to_source.execute_command(  # type: ignore[no-untyped-call]
+                "MIGRATE", "127.0.0.1", target.port, "", 0, _MIGRATE_TIMEOUT_MS,
+                "AUTH", cluster.password, "KEYS", *batch,
+            )  # fmt: skip
+            moved += len(batch)
+            if between_batches:
+                time.sleep(between_batches)
+        # The target first, so that it serves the slot before the source sends MOVED to it.
+        to_target.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)  # type: ignore[no-untyped-call]
+        to_source.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)  # type: ignore[no-untyped-call]
+        for node in cluster.nodes:
+            if node not in (source, target):
+                other = _client(node)
+                try:
+                    other.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)  # type: ignore[no-untyped-call]
+                finally:
+                    other.close()
+    finally:
+        to_source.close()
+        to_target.close()
+    return moved
+
+
+def owner(cluster: Cluster, slot: int) -> EmbeddedValkey:
+    """The primary serving ``slot`` now, as the seed node sees it."""
+    client = _client(cluster.seed)
+    try:
+        shards = client.execute_command("CLUSTER", "SLOTS")  # type: ignore[no-untyped-call]
+    finally:
+        client.close()
+    for low, high, primary, *_ in shards:
+        if low <= slot <= high:
+            port = int(primary[1])
+            return next(node for node in cluster.nodes if node.port == port)
+    raise LookupError(f"no primary serves slot {slot}")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -113,14 +116,59 @@ def sync_client(url: str, timeouts: RedisTimeouts = DEFAULT_TIMEOUTS) -> redis.R
 def _async_cluster(
     url: ClusterUrl, retry: redis.asyncio.retry.Retry, timeouts: RedisTimeouts
 ) -> redis.asyncio.Redis:
-    client = redis.asyncio.cluster.RedisCluster(
+    client = _SettlingCluster(
         startup_nodes=[redis.asyncio.cluster.ClusterNode(h, p) for h, p in url.nodes],
         retry=retry,
         max_connections=_POOL_SIZE,  # per node
+        # Each MOVED patches the slot table from its answer. By default every 5th MOVED
+        # also closes every connection of every node, those other requests are using too:
+        # after a reshard, the requests in flight on the moved slots all meet MOVED, and
+        # some then fail with a connection torn away under them (AttributeError).
+        reinitialize_steps=0,
         **url.node_options(),
         **timeouts.options(),
     )
     return cast(redis.asyncio.Redis, client)
+
+
+# How long a command waits, in all, for a slot being moved (a reshard takes seconds).
+SETTLE_S = 10.0
+SETTLE_FIRST_S = 0.02
+SETTLE_MAX_S = 0.25
+
+
+def settle_pauses() -> Iterator[float]:
+    """The pauses between tries of a command on a slot being moved: doubling from
+    SETTLE_FIRST_S up to SETTLE_MAX_S, SETTLE_S in all. The try after the last pause is the
+    caller's final one, whose error goes out."""
+    pause, deadline = SETTLE_FIRST_S, time.monotonic() + SETTLE_S
+    while time.monotonic() + pause <= deadline:
+        yield pause
+        pause = min(pause * 2, SETTLE_MAX_S)
+
+
+def settling(error: Exception) -> bool:
+    """redis-py's "TTL exhausted": every one of its tries was refused with a redirect or
+    TRYAGAIN, so the command never ran and may go again."""
+    return isinstance(error, redis.exceptions.ClusterError) and "TTL exhausted" in str(error)
+
+
+class _SettlingCluster(redis.asyncio.cluster.RedisCluster):
+    """A command on a slot being moved tries again, with a pause, until the move is over.
+    redis-py's async client sends the ASKING that must precede a command redirected by ASK
+    as a command of its own, on whichever pooled connection is free: under concurrency the
+    command often goes on another one, the target answers MOVED back to the source, which
+    answers ASK again, until redis-py gives up after 16 tries within milliseconds."""
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        for pause in settle_pauses():
+            try:
+                return await super().execute_command(*args, **kwargs)
+            except redis.exceptions.ClusterError as error:
+                if not settling(error):
+                    raise
+            await asyncio.sleep(pause)
+        return await super().execute_command(*args, **kwargs)
 
 
 def _sync_cluster(url: ClusterUrl, retry: Retry, timeouts: RedisTimeouts) -> redis.Redis:
