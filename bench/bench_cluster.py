@@ -37,7 +37,7 @@ import orjson
 from bench.http_load import build_request, open_loop
 from bench.procs import Child, free_port, spawn, wait_port
 from bench.receiver import ReceiverControl
-from tests.support.cluster import Cluster, running
+from tests.support.cluster import running
 from tests.support.stack import ADMIN_KEY, Stack, migrate_log, service_env, settings_of
 from webhook_service.embedded import EmbeddedValkey, start_valkey
 from webhook_service.history.shipper import outbox_length
@@ -60,12 +60,7 @@ def _single(directory: Path) -> Iterator[tuple[str, list[EmbeddedValkey]]]:
 @contextmanager
 def _cluster(directory: Path) -> Iterator[tuple[str, list[EmbeddedValkey]]]:
     with running(directory / "cluster", aof=True) as formed:
-        yield _cluster_url(formed), list(formed.nodes)
-
-
-def _cluster_url(cluster: Cluster) -> str:
-    seeds = ",".join(f"127.0.0.1:{node.port}" for node in cluster.nodes)
-    return f"redis+cluster://:{cluster.password}@{seeds}"
+        yield formed.url(), list(formed.nodes)
 
 
 async def _applications(

@@ -33,11 +33,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 TYPE = "cluster.order"
 
 
-def cluster_url(cluster: Cluster) -> str:
-    seeds = ",".join(f"127.0.0.1:{node.port}" for node in cluster.nodes[:2])
-    return f"redis+cluster://:{cluster.password}@{seeds}"
-
-
 def _uids_apart(cluster: Cluster) -> tuple[str, str]:
     """Two application uids whose buckets are served by different primaries, neither the
     default application's."""
@@ -75,7 +70,7 @@ def cluster_stack(tmp_path_factory: pytest.TempPathFactory, cluster: Cluster) ->
     directory = tmp_path_factory.mktemp("stack")
     broker = start_valkey(directory / "broker")
     env = service_env(
-        cluster_url(cluster),
+        cluster.url(),
         {
             "WEBHOOK_BROKER_URL": broker.url,
             "WEBHOOK_DATA_DIR": str(directory),
@@ -274,7 +269,7 @@ def _cluster_lists(cluster: Cluster) -> list[Any]:
 
 
 def test_the_start_up_checks_run_on_every_primary(cluster: Cluster) -> None:
-    client = sync_client(cluster_url(cluster))
+    client = sync_client(cluster.url())
     try:
         assert len(primaries(client)) == 3
         assert check_server(client, "everysec") is False

@@ -28,6 +28,12 @@ class Cluster:
     def seed(self) -> EmbeddedValkey:
         return self.nodes[0]
 
+    def url(self, seeds: int = 2) -> str:
+        """The service's ``redis+cluster://`` URL, naming the first ``seeds`` nodes (any few
+        will do: the client asks them for the rest)."""
+        named = ",".join(f"127.0.0.1:{node.port}" for node in self.nodes[:seeds])
+        return f"redis+cluster://:{self.password}@{named}"
+
 
 # redis-py leaves execute_command untyped.
 def _client(node: EmbeddedValkey) -> redis.Redis:

@@ -171,8 +171,25 @@ class _SettlingCluster(redis.asyncio.cluster.RedisCluster):
         return await super().execute_command(*args, **kwargs)
 
 
+class _SettlingSyncCluster(redis.cluster.RedisCluster):
+    """The same for the processes' blocking clients (the worker's Celery side, the
+    scheduler, the commands): redis-py turns a TRYAGAIN its tries could not outlast into
+    "TTL exhausted" here too."""
+
+    # redis-py leaves the sync cluster's execute_command untyped.
+    def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        for pause in settle_pauses():
+            try:
+                return super().execute_command(*args, **kwargs)  # type: ignore[no-untyped-call]
+            except redis.exceptions.ClusterError as error:
+                if not settling(error):
+                    raise
+            time.sleep(pause)
+        return super().execute_command(*args, **kwargs)  # type: ignore[no-untyped-call]
+
+
 def _sync_cluster(url: ClusterUrl, retry: Retry, timeouts: RedisTimeouts) -> redis.Redis:
-    client = redis.cluster.RedisCluster(
+    client = _SettlingSyncCluster(
         # redis-py leaves the sync ClusterNode untyped.
         startup_nodes=[redis.cluster.ClusterNode(h, p) for h, p in url.nodes],  # type: ignore[no-untyped-call]
         retry=retry,

@@ -269,6 +269,14 @@ def head(bucket: int) -> str:
     return f"{PREFIX}{tag(bucket)}:"
 
 
+def slot_guard(key: str) -> str | None:
+    """A key of ``key``'s hash tag that is never written, or None for a key of no tag: each
+    script call on a cluster names it (store/scripts.py), so that a call while the slot
+    moves is refused TRYAGAIN before it runs."""
+    found = tag_of(key)
+    return None if found is None else f"{PREFIX}{{{found}}}:slot-guard"
+
+
 # The hash tag of a key of ours, if it has one: "b7", "jobs", "apikeys".
 _TAG = re.compile(re.escape(PREFIX) + r"\{([^}]+)\}:")
 

@@ -21,15 +21,14 @@ On a cluster, a bucket's slot may be moving to another primary (a reshard). A sc
 other than KEYS[1] are built inside it, so the server cannot see them when the call comes:
 on the source a key already moved fails the script part-way (its writes so far kept), and
 on the target (after ASK) a key not moved yet reads as missing. So each call declares a
-second key of its bucket that never exists (``GUARD``): for a call of several keys the server
-answers TRYAGAIN, before running anything, while the slot is migrating or importing, and
-the runner tries again until the move is over (then MOVED takes the call to the new owner)."""
+second key of its bucket that never exists (``keys.slot_guard``): for a call of several
+keys the server answers TRYAGAIN, before running anything, while the slot is migrating or
+importing, and the cluster client (store/connect.py) tries again until the move is over
+(then MOVED takes the call to the new owner)."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import time
 from collections.abc import Sequence
 from functools import cache
 from importlib.resources import files
@@ -38,12 +37,12 @@ from typing import Any, cast
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 from redis.cluster import RedisCluster
-from redis.exceptions import ClusterError, NoScriptError, TryAgainError
+from redis.exceptions import NoScriptError
 
 from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
 from webhook_service.store.applications import DEFAULT_APP_ID, DEFAULT_APP_NAME, DEFAULT_APP_UID
-from webhook_service.store.connect import is_cluster, settle_pauses, settling
+from webhook_service.store.connect import is_cluster
 from webhook_service.store.states import FINAL_STATUSES
 
 # What a script's ARGV holds (redis-py encodes each).
@@ -92,23 +91,12 @@ def _default_app() -> str:
 
 SHEBANGS = ("#!lua", "#!lua flags=allow-oom")
 
-# Never written: declared with each call on a cluster so that the server refuses the call
-# while its slot moves (the module's docstring).
-GUARD = "slot-guard"
-
-
-def _moving(error: Exception) -> bool:
-    """TRYAGAIN, or redis-py's own retries of it used up."""
-    return isinstance(error, TryAgainError) or settling(error)
-
 
 def guarded(script_keys: Sequence[str]) -> list[str]:
-    """``script_keys`` and its bucket's GUARD (none for a key of no bucket, which is a
+    """``script_keys`` and its bucket's slot guard (none for a key of no bucket, which is a
     script's only key: one key is routed by ASK alone)."""
-    tag = keys.tag_of(script_keys[0]) if script_keys else None
-    if tag is None:
-        return list(script_keys)
-    return [*script_keys, f"{keys.PREFIX}{{{tag}}}:{GUARD}"]
+    guard = keys.slot_guard(script_keys[0]) if script_keys else None
+    return [*script_keys] if guard is None else [*script_keys, guard]
 
 
 # K, from the tag of the script's KEYS[1], each name made on its first use in a call (most
@@ -191,19 +179,7 @@ class Scripts:
 
     async def run(self, name: str, script_keys: Sequence[str], args: Sequence[ArgT]) -> Any:
         """Run the script with ``script_keys`` as its KEYS (KEYS[1] names its bucket)."""
-        if not self._cluster:
-            return await self._run_once(name, script_keys, args)
-        declared = guarded(script_keys)
-        for pause in settle_pauses():
-            try:
-                return await self._run_once(name, declared, args)
-            except (TryAgainError, ClusterError) as error:
-                if not _moving(error):
-                    raise
-            await asyncio.sleep(pause)
-        return await self._run_once(name, declared, args)
-
-    async def _run_once(self, name: str, script_keys: Sequence[str], args: Sequence[ArgT]) -> Any:
+        script_keys = guarded(script_keys) if self._cluster else script_keys
         client = cast(AsyncRedis, self._client)
         try:
             return await client.evalsha(self._sha[name], len(script_keys), *script_keys, *args)
@@ -212,19 +188,7 @@ class Scripts:
             return await client.evalsha(self._sha[name], len(script_keys), *script_keys, *args)
 
     def run_sync(self, name: str, script_keys: Sequence[str], args: Sequence[ArgT]) -> Any:
-        if not self._cluster:
-            return self._run_once_sync(name, script_keys, args)
-        declared = guarded(script_keys)
-        for pause in settle_pauses():
-            try:
-                return self._run_once_sync(name, declared, args)
-            except (TryAgainError, ClusterError) as error:
-                if not _moving(error):
-                    raise
-            time.sleep(pause)
-        return self._run_once_sync(name, declared, args)
-
-    def _run_once_sync(self, name: str, script_keys: Sequence[str], args: Sequence[ArgT]) -> Any:
+        script_keys = guarded(script_keys) if self._cluster else script_keys
         client = cast(Redis, self._client)
         try:
             return client.evalsha(self._sha[name], len(script_keys), *script_keys, *args)

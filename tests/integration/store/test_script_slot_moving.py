@@ -15,7 +15,6 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from tests.integration.test_cluster_pipeline import cluster_url
 from tests.support.cluster import Cluster, move_slot, owner, running
 from webhook_service.store import keys
 from webhook_service.store.applications import (
@@ -25,7 +24,7 @@ from webhook_service.store.applications import (
     new_app_id,
 )
 from webhook_service.store.connect import async_client
-from webhook_service.store.scripts import GUARD, Scripts, guarded
+from webhook_service.store.scripts import Scripts, guarded
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -41,7 +40,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 @pytest.fixture
 async def store(cluster: Cluster) -> AsyncIterator[redis.asyncio.Redis]:
-    client = async_client(cluster_url(cluster))
+    client = async_client(cluster.url())
     yield client
     await client.aclose()
 
@@ -58,7 +57,7 @@ def _same_bucket(uid: str) -> str:
 def test_the_guard_is_of_the_bucket_s_slot() -> None:
     script_keys = [keys.due(7)]
     declared = guarded(script_keys)
-    assert declared[0] == script_keys[0] and declared[1].endswith(GUARD)
+    assert declared[0] == script_keys[0] and declared[1] == keys.slot_guard(script_keys[0])
     assert key_slot(declared[1].encode()) == key_slot(script_keys[0].encode())
     # A key of no bucket is a script's only key: routed by ASK alone, nothing to guard.
     assert guarded(["elsewhere"]) == ["elsewhere"]
