@@ -155,6 +155,11 @@ class Settings(BaseSettings):
     # The delivery log in SQL (webhook_service/history): None is SQLite in the data dir;
     # postgresql://user:pass@host/db in production. A secret: the URL holds a password.
     log_url: SecretStr | None = None
+    # A hot standby of that PostgreSQL (postgresql://…, streaming replication) that the
+    # history's reads go to, sparing the primary's I/O for the shipper; None: the log itself.
+    # Its replay lag must stay under WEBHOOK_HOT_SECONDS, or what has just left Redis is
+    # missing from the history until it catches up. A secret, as the log's URL is.
+    log_read_url: SecretStr | None = None
     # Every wait on the log's database: a connection, a statement, a pooled connection.
     log_timeout: float = Field(5.0, gt=0, allow_inf_nan=False)
     # Outbox records one shipper transaction writes, and how long an idle shipper sleeps:

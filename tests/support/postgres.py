@@ -8,6 +8,10 @@ root, so the data dir is made beside them in the system temp dir instead.
 
 The chaos tests stop it (``stop``), kill it (``kill``: SIGKILL to the postmaster and its
 backends, a crash) and start it again on the same dir and port (``start``).
+
+``start_replica`` makes a hot standby of a server (pg_basebackup -R, streaming replication
+from 127.0.0.1, which initdb's ``-A trust`` lets any local role do), for the history read
+from a replica (WEBHOOK_LOG_READ_URL); ``wait_replayed`` waits for it to catch up.
 """
 
 from __future__ import annotations
@@ -130,13 +134,18 @@ class Postgres:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+def _owned_dir() -> Path:
+    directory = Path(tempfile.mkdtemp(prefix="whs-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(directory, SUPERUSER, SUPERUSER)
+    return directory
+
+
 def start_postgres() -> Postgres:
     bin_dir = binaries()
     if bin_dir is None:
         raise FileNotFoundError(f"no PostgreSQL under {BINARIES}: run `make postgresql`")
-    directory = Path(tempfile.mkdtemp(prefix="whs-pg-"))
-    if os.geteuid() == 0:
-        shutil.chown(directory, SUPERUSER, SUPERUSER)
+    directory = _owned_dir()
     subprocess.run(
         _as_owner([str(bin_dir / "initdb"), "-D", str(directory), "-A", "trust",
                    "-U", SUPERUSER, "--no-sync", "-E", "UTF8", "--locale", "C"]),
@@ -145,6 +154,40 @@ def start_postgres() -> Postgres:
     server = Postgres(bin_dir, directory, free_port())
     server.start()
     return server
+
+
+def start_replica(primary: Postgres) -> Postgres:
+    """A hot standby of ``primary`` on a port of its own, streaming from it: a base backup
+    with its WAL (``-X stream``) and ``-R``'s standby.signal and primary_conninfo. No
+    replication slot: a slot outliving a test would keep the primary's WAL for good."""
+    directory = _owned_dir()
+    subprocess.run(
+        _as_owner([str(primary.bin_dir / "pg_basebackup"), "-D", str(directory), "-R",
+                   "-X", "stream", "-c", "fast", "-h", "127.0.0.1", "-p", str(primary.port),
+                   "-U", SUPERUSER, "--no-sync"]),
+        check=True, capture_output=True, timeout=_CTL_TIMEOUT,
+    )  # fmt: skip
+    replica = Postgres(primary.bin_dir, directory, free_port())
+    replica.start()
+    return replica
+
+
+def wait_replayed(primary: Postgres, replica: Postgres, timeout: float = 30.0) -> None:
+    """Until ``replica`` has replayed all the WAL ``primary`` had written at the call."""
+    with psycopg.connect(primary.url(), autocommit=True, connect_timeout=10) as conn:
+        row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+    assert row is not None
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(replica.url(), autocommit=True, connect_timeout=10) as conn:
+        while True:
+            done = conn.execute(
+                "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (row[0],)
+            ).fetchone()
+            if done is not None and done[0]:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the standby did not replay up to {row[0]} in {timeout}s")
+            time.sleep(0.02)
 
 
 # One server a session, however many conftests register the fixture: the integration and

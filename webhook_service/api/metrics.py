@@ -16,6 +16,9 @@ Two families are this process's own: the store's refusals by cause, counted wher
 happen, and whether this scrape could read the store. They are exactly what is wanted
 while the store refuses, when the cluster-wide figures cannot be read: the scrape then
 answers 200 with these two alone, rather than a 503 that would leave a dashboard blank.
+
+With WEBHOOK_LOG_READ_URL a scrape also asks the standby how far behind its replay is
+(``webhook_log_read_lag_seconds``); a standby that does not answer leaves it out.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from redis.asyncio import Redis
 
 from webhook_service.api.context import services
 from webhook_service.api.problems import Handler, ProblemError
+from webhook_service.history.database import REPLAY_LAG
+from webhook_service.history.reader import HistoryReader, LogUnavailable
 from webhook_service.store import buckets
 from webhook_service.store.deliveries import STATUS_CLASSES
 from webhook_service.store.refusals import REFUSALS, Refusal, refused
@@ -204,6 +209,30 @@ class ServerCollector(Collector):
         )
 
 
+class ReadLagCollector(Collector):
+    """The replay lag of the standby the history is read from (WEBHOOK_LOG_READ_URL)."""
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "webhook_log_read_lag_seconds",
+            "How far the standby the history is read from replays behind the log's primary; "
+            "above WEBHOOK_HOT_SECONDS, what has just left Redis is missing from the history.",
+            value=self._seconds,
+        )
+
+
+async def read_lag(history: HistoryReader) -> float | None:
+    """None when the standby does not answer, or is no standby (then it has no replay)."""
+    try:
+        (row,) = await history.rows(REPLAY_LAG)
+    except LogUnavailable:
+        return None
+    return None if row[0] is None else float(row[0])
+
+
 class ProcessCollector(Collector):
     """What this process knows without the store."""
 
@@ -243,6 +272,10 @@ async def metrics(request: web.Request) -> web.Response:
         server = await server_info_if_answered(services(request).redis)
         if server is not None:
             registry.register(ServerCollector(server))
+    if services(request).settings.log_read_url is not None:
+        lag = await read_lag(services(request).history)
+        if lag is not None:
+            registry.register(ReadLagCollector(lag))
     registry.register(ProcessCollector(REFUSALS.counts(), data is not None))
     encode, content_type = choose_encoder(request.headers.get("Accept", ""))
     return web.Response(body=encode(registry), headers={"Content-Type": content_type})

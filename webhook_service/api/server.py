@@ -67,8 +67,14 @@ async def build_app(settings: Settings, publisher: Celery | None) -> web.Applica
     install_log_redaction(configured_secrets(settings))
     deliveries = DeliveryStore(client, scripts)
     events = EventStore(client, scripts)
+    # The history's reads go to WEBHOOK_LOG_READ_URL's standby when there is one. A revival
+    # reads the primary: what it puts back in Redis is written to the log again (its attempt
+    # count numbers the next attempt; an expunge the standby has not replayed yet would
+    # bring a payload back), so it must be the latest.
     log_engine = async_engine(settings)
-    history = HistoryReader(log_engine, deliveries, events, settings.log_timeout)
+    read_engine = async_engine(settings, read=True)
+    history = HistoryReader(read_engine, deliveries, events, settings.log_timeout)
+    latest = HistoryReader(log_engine, deliveries, events, settings.log_timeout)
     svc = Services(
         settings=settings,
         redis=client,
@@ -86,13 +92,14 @@ async def build_app(settings: Settings, publisher: Celery | None) -> web.Applica
         portal=PortalStore(client),
         limiter=RateLimiter(scripts),
         history=history,
-        reviver=Reviver(history, scripts, int(settings.hot_seconds * 1000)),
+        reviver=Reviver(latest, scripts, int(settings.hot_seconds * 1000)),
     )
     app = create_app(svc)
 
     async def lifecycle(_: web.Application) -> AsyncIterator[None]:
         yield
         await waker.aclose()
+        await read_engine.dispose()
         await log_engine.dispose()
         await client.aclose()
 

@@ -4,6 +4,10 @@ The shipper writes with a sync engine (it runs in a thread of the scheduler, or 
 tick); the API reads with an async one. PostgreSQL goes through psycopg 3, one driver for
 both; SQLite through the standard sqlite3 module and aiosqlite.
 
+With ``WEBHOOK_LOG_READ_URL`` the history's reads go to a hot standby of that PostgreSQL
+(``async_engine(settings, read=True)``); what writes, and what a write is made from (the
+shipper, purges, the rows a revival puts back), stays on the primary.
+
 SQLite runs in WAL mode, so readers never block the one writer (the shipper) and it never
 blocks them; ``synchronous=FULL`` because the shipper trims the outbox once a batch is
 committed, and a commit lost to a power cut would then be lost for good.
@@ -20,6 +24,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from pydantic import SecretStr
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -36,17 +41,50 @@ class LogUnconfigured(ValueError):
     """WEBHOOK_LOG_URL names a database we do not run on."""
 
 
+_SPELLED = {"sqlite": "sqlite:///<file>", "postgresql": "postgresql://…"}
+
+
+def _checked(value: SecretStr, name: str, backends: tuple[str, ...]) -> sa.URL:
+    """The URL ``name`` holds, without a driver, if it names one of ``backends``."""
+    url = make_url(value.get_secret_value())
+    backend = url.get_backend_name()
+    if backend not in backends:
+        spelled = " or ".join(_SPELLED[each] for each in backends)
+        raise LogUnconfigured(f"{name} must be {spelled}, not {backend}://")
+    return url.set(drivername=backend)
+
+
 def log_url(settings: Settings) -> sa.URL:
     """The URL of the log, without a driver: ``sqlite`` or ``postgresql``."""
     if settings.log_url is None:
         return make_url(f"sqlite:///{(settings.data_dir / SQLITE_FILE).resolve()}")
-    url = make_url(settings.log_url.get_secret_value())
-    backend = url.get_backend_name()
-    if backend not in ("sqlite", "postgresql"):
+    return _checked(settings.log_url, "WEBHOOK_LOG_URL", ("sqlite", "postgresql"))
+
+
+def read_url(settings: Settings) -> sa.URL:
+    """Where the history is read: WEBHOOK_LOG_READ_URL, a standby of the PostgreSQL log,
+    else the log itself."""
+    primary = log_url(settings)
+    if settings.log_read_url is None:
+        return primary
+    if primary.get_backend_name() != "postgresql":
         raise LogUnconfigured(
-            f"WEBHOOK_LOG_URL must be sqlite:///<file> or postgresql://…, not {backend}://"
+            "WEBHOOK_LOG_READ_URL names a standby of the log's PostgreSQL: it needs "
+            "WEBHOOK_LOG_URL=postgresql://…"
         )
-    return url.set(drivername=backend)
+    return _checked(settings.log_read_url, "WEBHOOK_LOG_READ_URL", ("postgresql",))
+
+
+# The standby's replay lag in seconds: how old the last commit it replayed is, or 0 while
+# it has replayed all it received (an idle primary sends nothing, and that commit's age
+# would grow for nothing). NULL on a server that is not a standby.
+REPLAY_LAG = sa.select(
+    sa.literal_column(
+        "CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 "
+        "ELSE extract(epoch FROM now() - pg_last_xact_replay_timestamp()) END",
+        sa.Float,
+    )
+)
 
 
 def _driver(url: sa.URL, *, sync: bool) -> sa.URL:
@@ -94,8 +132,9 @@ def sync_engine(settings: Settings) -> sa.Engine:
     return engine
 
 
-def async_engine(settings: Settings) -> AsyncEngine:
-    url = log_url(settings)
+def async_engine(settings: Settings, *, read: bool = False) -> AsyncEngine:
+    """``read``: for the history's reads alone, on the standby if there is one."""
+    url = read_url(settings) if read else log_url(settings)
     _prepare(url)
     engine = create_async_engine(
         _driver(url, sync=False),
