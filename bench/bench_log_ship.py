@@ -1,6 +1,6 @@
 """The log shipper's write rate into SQL, SQLite against PostgreSQL in one run (issue 20).
 
-    python -m bench.bench_log_ship [--events 3000] [--rate 100] [--seconds 30] [--keep]
+    python -m bench.bench_log_ship [--events 3000] [--rate 80] [--seconds 30] [--keep]
 
 About 3 minutes as given. Each backend in turn gets a whole service of its own (bench/rig.py:
 Valkey with AOF, the API, 2 worker processes, the scheduler with its shipper, the bench's
@@ -19,10 +19,16 @@ batch leads to is done inside the time measured, not a minute later.
   rate times the table's rows per record. The scheduler's CPU (/proc, user + system) from
   SIGCONT to the empty outbox, per 1 000 records.
 - **load**, production's mix: the workers and the scheduler running, an open loop at
-  ``--rate`` events/s for ``--seconds``; the outbox's length sampled every 250 ms. At the
-  end of the loop: the records waiting (backlog) and the deliveries received but not yet in
-  the log (lag); then how long until the outbox is empty. The shipper keeps up when the
-  backlog at the end is under one batch (``WEBHOOK_LOG_BATCH_SIZE``).
+  ``--rate`` events/s for ``--seconds`` (80 x 3 deliveries/s: what 2 workers keep up with
+  on this machine beside everything else, so the shipper is fed the rate asked for); the
+  outbox's length sampled every 250 ms. At the end of the loop: the records waiting
+  (backlog), the deliveries the receiver got that the log does not hold yet (lag), and how
+  long until it holds them. The shipper keeps up when the backlog at the end is under one
+  batch (``WEBHOOK_LOG_BATCH_SIZE``).
+
+SQLite runs inside the scheduler's process, so its CPU is in the scheduler's figure;
+PostgreSQL's server works apart, and what a batch waits for it is the difference between the
+burst's time per record and the scheduler's CPU per record.
 
 Both phases measure what the log grows by, per delivery: on PostgreSQL the sum of
 ``pg_total_relation_size`` (heap, indexes, TOAST) over every table of the database, each
@@ -302,34 +308,45 @@ async def steady(rig: Rig, log: Log, rate: float, seconds: float) -> dict[str, A
     ended = time.monotonic()
     at_end = outbox_length(rig.redis)
     received = int((await rig.receiver.stats())["received"])
-    logged = (await asyncio.to_thread(log.rows))["attempts"] - before.rows["attempts"]
     sampler.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await sampler
+
+    def logged() -> int:
+        return log.rows()["attempts"] - before.rows["attempts"]
+
+    lag = received - await asyncio.to_thread(logged)
+    # The log's lag behind the receiver at the end: until it holds every attempt the
+    # receiver had got by then (the workers may still be delivering the rest).
+    while await asyncio.to_thread(logged) < received:
+        if time.monotonic() - ended > 60.0:
+            raise RuntimeError("the log did not catch up with the receiver within 60 s")
+        await asyncio.sleep(0.02)
+    caught_up = time.monotonic() - ended
     accepted = load.statuses[202]
     deliveries = accepted * FANOUT
     stats = await rig.receiver.wait_for(deliveries, stall=30.0)
     await rig.until_idle()
     await rig.until_shipped()
-    drained = time.monotonic() - ended
     after = await asyncio.to_thread(_read, rig, log)
     await rig.until_released()
     await rig.receiver.reset()
     grown = _grown(before, after, deliveries)
     return {
+        **grown,
         "rate": rate,
         "seconds": seconds,
         "events": accepted,
         "errors": load.errors,
         "deliveries": deliveries,
         "received": stats["received"],
+        "received_per_s": received / load.elapsed_s,
         "backlog_max": max(backlog, default=0),
         "backlog_at_end": at_end,
-        "lag_at_end": received - logged,
-        "drained_ms": 1000 * drained,
+        "lag_at_end": lag,
+        "caught_up_ms": 1000 * caught_up,
         "kept_up": at_end < Settings.model_fields["log_batch_size"].default,
         "scheduler_cpu_ms_per_1000": 1000 * (after.cpu - before.cpu) / grown["records"] * 1000,
-        **grown,
     }
 
 
@@ -439,8 +456,10 @@ def _rows(result: dict[str, Any]) -> list[Row]:
         both("load", "  at its highest", ["backlog_max"], "", "lower"),
         both("load", "deliveries received, not yet in the log, at the end", ["lag_at_end"], "",
              "lower"),
-        both("load", "end of the load to an empty outbox", ["drained_ms"], "ms",
-             "lower"),
+        both("load", "  the log holds them, after the end of the load", ["caught_up_ms"],
+             "ms", "lower"),
+        both("load", "deliveries/s received during the load", ["received_per_s"], "/s",
+             "higher"),
     ]  # fmt: skip
     return out
 
@@ -474,8 +493,8 @@ def sizing(result: dict[str, Any]) -> list[str]:
             f"{backend} at {load['rate']:g} ev/s x{FANOUT} for {load['seconds']:g} s: the "
             f"shipper {'kept up' if load['kept_up'] else 'fell BEHIND'} (backlog "
             f"{load['backlog_at_end']} records at the end, at most {load['backlog_max']}; "
-            f"{load['lag_at_end']} deliveries not yet in the log; empty "
-            f"{load['drained_ms']:.0f} ms after the load)"
+            f"{load['lag_at_end']} deliveries received and not yet in the log, which held "
+            f"them {load['caught_up_ms']:.0f} ms later)"
         )
     return lines
 
@@ -497,7 +516,7 @@ async def _run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=3000, help="burst, each backend")
-    parser.add_argument("--rate", type=float, default=100.0, help="events/s of the load")
+    parser.add_argument("--rate", type=float, default=80.0, help="events/s of the load")
     parser.add_argument("--seconds", type=float, default=30.0, help="of the load")
     parser.add_argument("--keep", action="store_true", help="keep the processes' logs and data")
     args = parser.parse_args(argv)
