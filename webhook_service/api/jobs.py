@@ -278,7 +278,8 @@ RUNNER = web.AppKey("job_runner", JobRunner)
 def setup(app: web.Application, svc: Services) -> None:
     settings = svc.settings
     grace_ms = int(settings.wakeup_grace * 1000)
-    # The deletions' own engine: the reader's only reads, and this one writes.
+    # The deletions' own engine, on the primary: the reader's only reads, and may be on a
+    # standby (WEBHOOK_LOG_READ_URL), which takes no write; this one writes.
     log_engine = async_engine(settings)
     deleter = Deleter(
         jobs=svc.jobs,
