@@ -38,7 +38,7 @@ _SQLITE_BUSY_MS = 5000
 
 
 class LogUnconfigured(ValueError):
-    """WEBHOOK_LOG_URL names a database we do not run on."""
+    """WEBHOOK_LOG_URL, or WEBHOOK_LOG_READ_URL, names a database we do not run on."""
 
 
 _SPELLED = {"sqlite": "sqlite:///<file>", "postgresql": "postgresql://…"}
