@@ -5,10 +5,11 @@
 About 3 minutes as given. Each backend in turn gets a whole service of its own (bench/rig.py:
 Valkey with AOF, the API, 2 worker processes, the scheduler with its shipper, the bench's
 verifying receiver), its log in SQLite in the rig's directory or in a database of a
-PostgreSQL this bench starts (tests/support/postgres.py), switched from the test server's
-settings to production's: ``fsync`` and ``full_page_writes`` on. Every event has a 100-byte
-body and fans out to 3 endpoints; ``WEBHOOK_HOT_SECONDS=0``, so the release each shipped
-batch leads to is done inside the time measured, not a minute later.
+PostgreSQL this bench starts (initdb by tests/support/postgres.py), run with PostgreSQL's
+defaults for durability, ``fsync`` and ``full_page_writes`` on, which the tests turn off.
+Every event has a 100-byte body and fans out to 3 endpoints; ``WEBHOOK_HOT_SECONDS=0``, so
+the release each shipped batch leads to is done inside the time measured, not a minute
+later.
 
 - **burst**, the shipper alone: the scheduler stopped (SIGSTOP: its shipper stands still),
   ``--events`` events are accepted and delivered, so that the outbox holds their records
@@ -19,8 +20,8 @@ batch leads to is done inside the time measured, not a minute later.
   rate times the table's rows per record. The scheduler's CPU (/proc, user + system) from
   SIGCONT to the empty outbox, per 1 000 records.
 - **load**, production's mix: the workers and the scheduler running, an open loop at
-  ``--rate`` events/s for ``--seconds`` (80 x 3 deliveries/s: what 2 workers keep up with
-  on this machine beside everything else, so the shipper is fed the rate asked for); the
+  ``--rate`` events/s for ``--seconds`` (80 x 3 deliveries/s: about what 2 workers deliver
+  on this machine beside everything else; the rate the receiver got is reported); the
   outbox's length sampled every 250 ms. At the end of the loop: the records waiting
   (backlog), the deliveries the receiver got that the log does not hold yet (lag), and how
   long until it holds them. The shipper keeps up when the backlog at the end is under one
@@ -34,15 +35,17 @@ Both phases measure what the log grows by, per delivery: on PostgreSQL the sum o
 ``pg_total_relation_size`` (heap, indexes, TOAST) over every table of the database, each
 partitioned table's partitions added up (``pg_partition_tree``), and the WAL written
 (``pg_wal_lsn_diff`` of ``pg_current_wal_lsn()`` before and after; a CHECKPOINT starts each
-phase, so the full-page images that follow one are in it); on SQLite the file's growth,
-checkpointed (``wal_checkpoint(TRUNCATE)``) before each reading, and each table's pages
-with its indexes (``dbstat``). The load's records are counted by the outboxes' own
-counters (``XINFO STREAM`` entries-added), the burst's by the outbox's length. A delivery's
-row is written by its event's record and written again by its attempt's (status, attempts,
-last code and class: columns of its indexes, so PostgreSQL's update is no HOT one and every
-index gets a new entry); the dead versions count as written. Last, with the service
-stopped, the log compacted (``VACUUM``; ``VACUUM FULL`` on PostgreSQL) over every delivery
-it holds: the floor that autovacuum's reuse of the dead versions' room tends to.
+phase, so the full-page images that follow one are in it, and ``pg_waldump --stats`` tells
+their share); on SQLite the file's growth, checkpointed (``wal_checkpoint(TRUNCATE)``)
+before each reading, and each table's pages with its indexes (``dbstat``). The load's
+records are counted by the outboxes' own counters (``XINFO STREAM`` entries-added), the
+burst's by the outbox's length. A delivery's row is written by its event's record and
+written again by its attempt's (status, attempts, last code and class: columns of its
+indexes, so PostgreSQL's update is no HOT one and every index gets a new entry); the dead
+versions count as written, less what autovacuum made reusable meanwhile (it may visit a
+partition between the phases). Last, with the service stopped, the log compacted
+(``VACUUM``; ``VACUUM FULL`` on PostgreSQL) over every delivery it holds: the floor that
+autovacuum's reuse of the dead versions' room tends to.
 
 Prints each figure for PostgreSQL with SQLite's beside it and the ratio (above 1:
 PostgreSQL better), then the sizing the load's figures give at 100 and 1 000
@@ -58,6 +61,7 @@ import dataclasses
 import os
 import shutil
 import sqlite3
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -106,7 +110,7 @@ class Reading:
     at: float  # time.monotonic()
     rows: dict[str, int]  # by table
     bytes: dict[str, int]  # by table (indexes and TOAST in), and "all"
-    wal: int  # bytes of WAL written since the cluster began; 0 on SQLite
+    wal: str  # PostgreSQL's WAL position, pg_current_wal_lsn(); "" on SQLite
     cpu: float  # the scheduler's CPU seconds
     records: int  # outbox entries ever added, every bucket
 
@@ -118,6 +122,8 @@ class Log:
     backend: str
     engine: sa.Engine
     sqlite_file: Path | None
+    # PostgreSQL's pg_waldump and the server's pg_wal directory.
+    waldump: tuple[Path, Path] | None = None
 
     def rows(self) -> dict[str, int]:
         with self.engine.connect() as conn:
@@ -174,12 +180,32 @@ class Log:
             conn.exec_driver_sql(full)
         return self.sizes()
 
-    def wal(self) -> int:
+    def wal(self) -> str:
         if self.sqlite_file is not None:
-            return 0
+            return ""
         with self.engine.connect() as conn:
-            lsn = conn.exec_driver_sql("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')")
-            return int(lsn.scalar_one())
+            return str(conn.exec_driver_sql("SELECT pg_current_wal_lsn()").scalar_one())
+
+    def wal_between(self, start: str, end: str) -> tuple[int, int]:
+        """PostgreSQL: the WAL bytes between two positions, and how many of them are
+        full-page images (``pg_waldump --stats``' total line: records, their bytes, the
+        share, the images' bytes, …); (0, 0) on SQLite."""
+        if self.waldump is None:
+            return 0, 0
+        with self.engine.connect() as conn:
+            written = conn.execute(
+                sa.text("SELECT pg_wal_lsn_diff(CAST(:end AS pg_lsn), CAST(:start AS pg_lsn))"),
+                {"start": start, "end": end},
+            ).scalar_one()
+        binary, directory = self.waldump
+        stats = subprocess.run(
+            [str(binary), "--stats", "-p", str(directory), "-s", start, "-e", end],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        total = next(line for line in stats.splitlines() if line.startswith("Total"))
+        return int(written), int(total.split()[4])
 
     def checkpoint(self) -> None:
         """PostgreSQL: a CHECKPOINT, so that a phase's WAL holds the full-page images every
@@ -210,14 +236,16 @@ def _read(rig: Rig, log: Log) -> Reading:
     )
 
 
-def _grown(before: Reading, after: Reading, deliveries: int) -> dict[str, Any]:
+def _grown(log: Log, before: Reading, after: Reading, deliveries: int) -> dict[str, Any]:
     """What the log grew by between two readings, per delivery."""
+    written, images = log.wal_between(before.wal, after.wal)
     return {
         "rows": {t: after.rows[t] - before.rows[t] for t in PARTITIONED},
         "bytes_per_delivery": {
             t: (after.bytes[t] - before.bytes[t]) / deliveries for t in before.bytes
         },
-        "wal_bytes_per_delivery": (after.wal - before.wal) / deliveries,
+        "wal_bytes_per_delivery": written / deliveries,
+        "wal_full_page_bytes_per_delivery": images / deliveries,
         "records": after.records - before.records,
     }
 
@@ -277,7 +305,7 @@ async def burst(rig: Rig, log: Log, events: int) -> dict[str, Any]:
     dropped_at, measured = first_drop if first_drop is not None else (resumed, waiting)
     rate = measured / (emptied - dropped_at)
     # The records were all added before the first reading: the outbox's length counts them.
-    grown = {**_grown(before, after, deliveries), "records": waiting}
+    grown = {**_grown(log, before, after, deliveries), "records": waiting}
     return {
         **grown,
         "events": accepted,
@@ -331,7 +359,7 @@ async def steady(rig: Rig, log: Log, rate: float, seconds: float) -> dict[str, A
     after = await asyncio.to_thread(_read, rig, log)
     await rig.until_released()
     await rig.receiver.reset()
-    grown = _grown(before, after, deliveries)
+    grown = _grown(log, before, after, deliveries)
     return {
         **grown,
         "rate": rate,
@@ -350,14 +378,27 @@ async def steady(rig: Rig, log: Log, rate: float, seconds: float) -> dict[str, A
     }
 
 
+class _Durable(Postgres):
+    """The tests' server started with PostgreSQL's own defaults for durability: ``fsync``
+    and ``full_page_writes`` on (the tests turn them off on the command line, which no
+    ALTER SYSTEM overrides)."""
+
+    def start(self) -> None:
+        options = (
+            f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 "
+            "-c max_connections=200"
+        )
+        self._ctl("-o", options, "-l", str(self.directory / "server.log"), "-w", "start")
+
+
 @contextlib.contextmanager
 def _postgres() -> Iterator[Postgres]:
-    """The bench's own server, with production's durability rather than the tests'."""
-    server = start_postgres()
+    """The bench's own server (initdb by tests/support/postgres.py), restarted durable."""
+    made = start_postgres()
+    made.stop()
+    server = _Durable(made.bin_dir, made.directory, made.port)
     try:
-        server.execute("ALTER SYSTEM SET fsync = on")
-        server.execute("ALTER SYSTEM SET full_page_writes = on")
-        server.execute("SELECT pg_reload_conf()")
+        server.start()
         yield server
     finally:
         server.destroy()
@@ -382,7 +423,11 @@ async def _backend(
         stack.callback(engine.dispose)
         if backend == "postgresql":
             await asyncio.to_thread(upgrade, engine)
-        log = Log(backend, engine, data / SQLITE_FILE if backend == "sqlite" else None)
+        if backend == "postgresql":
+            waldump = (server.bin_dir / "pg_waldump", server.directory / "pg_wal")
+            log = Log(backend, engine, None, waldump)
+        else:
+            log = Log(backend, engine, data / SQLITE_FILE)
         _say(started, f"{backend}: starting the service")
         rig = await Rig.start(directory / backend, log_level="WARNING", settings=settings)
         try:
@@ -443,10 +488,12 @@ def _rows(result: dict[str, Any]) -> list[Row]:
                      "B", "lower"),
             ]  # fmt: skip
         if section != "compacted":
-            out.append(
+            out += [
                 Row(section, "WAL bytes per delivery (PostgreSQL)",
-                    one(pg[section]["wal_bytes_per_delivery"]), "B", "lower")
-            )  # fmt: skip
+                    one(pg[section]["wal_bytes_per_delivery"]), "B", "lower"),
+                Row(section, "  of which full-page images (a CHECKPOINT began the phase)",
+                    one(pg[section]["wal_full_page_bytes_per_delivery"]), "B", "lower"),
+            ]  # fmt: skip
     rate = f"{pg['load']['rate']:g} ev/s x{FANOUT}"
     out += [
         both("load", f"scheduler CPU per 1 000 records, {rate}", ["scheduler_cpu_ms_per_1000"],
@@ -484,7 +531,9 @@ def sizing(result: dict[str, Any]) -> list[str]:
             f"attempt each): PostgreSQL {day(pg, 'load', 'all', rate)} GB a day of tables and "
             f"indexes as written ({day(pg, 'compacted', 'all', rate)} compacted), a day's "
             f"partitions {tables}; {pg['load']['wal_bytes_per_delivery'] * daily:.1f} GB of "
-            f"WAL a day; SQLite {day(lite, 'load', 'all', rate)} GB a day "
+            f"WAL a day ({pg['load']['wal_full_page_bytes_per_delivery'] * daily:.1f} of it "
+            f"full-page images, at a checkpoint each {pg['load']['seconds']:g} s); "
+            f"SQLite {day(lite, 'load', 'all', rate)} GB a day "
             f"({day(lite, 'compacted', 'all', rate)} compacted)"
         )
     for backend in BACKENDS:
