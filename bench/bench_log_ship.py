@@ -44,8 +44,8 @@ written again by its attempt's (status, attempts, last code and class: columns o
 indexes, so PostgreSQL's update is no HOT one and every index gets a new entry); the dead
 versions count as written, less what autovacuum made reusable meanwhile (it may visit a
 partition between the phases). Last, with the service stopped, the log compacted
-(``VACUUM``; ``VACUUM FULL`` on PostgreSQL) over every delivery it holds: the floor that
-autovacuum's reuse of the dead versions' room tends to.
+(``VACUUM``; ``VACUUM FULL`` on PostgreSQL) over every delivery it holds, less the empty
+log's own pages: the floor that autovacuum's reuse of the dead versions' room tends to.
 
 Prints each figure for PostgreSQL with SQLite's beside it and the ratio (above 1:
 PostgreSQL better), then the sizing the load's figures give at 100 and 1 000
@@ -107,7 +107,6 @@ def _say(started: float, text: str) -> None:
 class Reading:
     """The log and the shipper at one moment."""
 
-    at: float  # time.monotonic()
     rows: dict[str, int]  # by table
     bytes: dict[str, int]  # by table (indexes and TOAST in), and "all"
     wal: str  # PostgreSQL's WAL position, pg_current_wal_lsn(); "" on SQLite
@@ -119,7 +118,6 @@ class Reading:
 class Log:
     """The SQL log of one rig, read from the bench's own connection."""
 
-    backend: str
     engine: sa.Engine
     sqlite_file: Path | None
     # PostgreSQL's pg_waldump and the server's pg_wal directory.
@@ -227,7 +225,6 @@ def _records_added(client: redis.Redis) -> int:
 
 def _read(rig: Rig, log: Log) -> Reading:
     return Reading(
-        at=time.monotonic(),
         rows=log.rows(),
         bytes=log.sizes(),
         wal=log.wal(),
@@ -422,15 +419,17 @@ async def _backend(
         engine = sync_engine(config)
         stack.callback(engine.dispose)
         if backend == "postgresql":
+            # Before the service starts; the rig migrates the SQLite log itself.
             await asyncio.to_thread(upgrade, engine)
-        if backend == "postgresql":
-            waldump = (server.bin_dir / "pg_waldump", server.directory / "pg_wal")
-            log = Log(backend, engine, None, waldump)
+            log = Log(engine, None, (server.bin_dir / "pg_waldump", server.directory / "pg_wal"))
         else:
-            log = Log(backend, engine, data / SQLITE_FILE)
+            log = Log(engine, data / SQLITE_FILE)
         _say(started, f"{backend}: starting the service")
         rig = await Rig.start(directory / backend, log_level="WARNING", settings=settings)
         try:
+            # The empty log's own pages (every partition's indexes have one even when empty):
+            # the compacted figure is of what the deliveries added.
+            empty = await asyncio.to_thread(log.sizes)
             await _prepared(rig)
             _say(started, f"{backend}: burst of {args.events:,} events, the shipper stopped")
             out = {"version": version, "burst": await burst(rig, log, args.events)}
@@ -443,7 +442,10 @@ async def _backend(
         # Over every delivery the log holds: the warm-up's, the burst's and the load's.
         out["compacted"] = {
             "deliveries": deliveries,
-            "bytes_per_delivery": {name: n / deliveries for name, n in compacted.items()},
+            "empty": empty,
+            "bytes_per_delivery": {
+                name: (n - empty[name]) / deliveries for name, n in compacted.items()
+            },
         }
     return out
 
