@@ -15,30 +15,29 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Iterator, Sequence
 
 import aiohttp
 import pytest
 import redis
 from redis.crc import key_slot
 
-from tests.integration.conftest import wait_for
-from tests.integration.test_cluster_pipeline import (
-    TYPE,
-    _app_with_endpoint,
-    _logs,
-    api,
-    cluster_stack,
-)
+from tests.integration.conftest import Api, wait_for
 from tests.support.cluster import Cluster, move_slot, owner, running
+from tests.support.cluster_service import (
+    TYPE,
+    ToApp,
+    api_of,
+    app_with_endpoint,
+    base_url,
+    errors_logged,
+    logs,
+    service_on,
+)
 from tests.support.producer import Answers, Production, produce
 from tests.support.receiver import Receiver
-from tests.support.stack import ADMIN_KEY, Stack
-from webhook_service.client import AsyncWebhookClient
+from tests.support.stack import Stack
 from webhook_service.store import keys
-
-__all__ = ["api", "cluster_stack"]
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(180)]
 
@@ -58,6 +57,18 @@ MAX_DUPLICATES = 3
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with running(tmp_path_factory.mktemp("resharding"), aof=True) as formed:
         yield formed
+
+
+@pytest.fixture(scope="module")
+def cluster_stack(tmp_path_factory: pytest.TempPathFactory, cluster: Cluster) -> Iterator[Stack]:
+    with service_on(cluster, tmp_path_factory.mktemp("stack")) as stack:
+        yield stack
+
+
+@pytest.fixture
+async def api(cluster_stack: Stack) -> AsyncIterator[Api]:
+    async with api_of(cluster_stack) as client:
+        yield client
 
 
 def slot_of(bucket: int) -> int:
@@ -96,21 +107,6 @@ def pad(cluster: Cluster, bucket: int) -> None:
         client.close()
 
 
-class ToApp(AsyncWebhookClient):
-    """Our client, sending every event to one application: ``produce`` sends to the default
-    one, and picks a client per event in turn, so a client per application spreads the load
-    over them."""
-
-    def __init__(self, app: str, base_url: str, session: aiohttp.ClientSession) -> None:
-        super().__init__(base_url, ADMIN_KEY, session=session)
-        self._app = app
-
-    async def send(
-        self, app: str, event_type: str, data: Mapping[str, Any], *args: Any, **options: Any
-    ) -> str:
-        return await super().send(self._app, event_type, data, *args, **options)
-
-
 def reshard(cluster: Cluster, buckets: Sequence[int], target_port: int) -> list[str]:
     """Each bucket's slot moved to the target, one at a time: a line per move."""
     target = next(node for node in cluster.nodes if node.port == target_port)
@@ -130,7 +126,7 @@ def reshard(cluster: Cluster, buckets: Sequence[int], target_port: int) -> list[
 
 
 async def test_moving_the_buckets_slots_under_load_loses_nothing(
-    cluster: Cluster, cluster_stack: Stack, api: Any, receiver: Receiver
+    cluster: Cluster, cluster_stack: Stack, api: Api, receiver: Receiver
 ) -> None:
     uids, source_port = uids_on_one_primary(cluster)
     buckets = [keys.uid_bucket(uid) for uid in uids]
@@ -141,13 +137,13 @@ async def test_moving_the_buckets_slots_under_load_loses_nothing(
         and node.port != owner(cluster, slot_of(keys.DEFAULT_BUCKET)).port
     )
     for uid in uids:
-        await _app_with_endpoint(api, receiver, uid)
+        await app_with_endpoint(api, receiver, uid)
     for bucket in buckets:
         await asyncio.to_thread(pad, cluster, bucket)
 
     answers, production = Answers(), Production()
     stop = asyncio.Event()
-    base = f"http://127.0.0.1:{cluster_stack.env['WEBHOOK_PORT']}"
+    base = base_url(cluster_stack)
     began = time.monotonic()
     async with aiohttp.ClientSession(trace_configs=[answers.trace()]) as session:
         clients = [ToApp(uid, base, session) for uid in uids]
@@ -184,9 +180,5 @@ async def test_moving_the_buckets_slots_under_load_loses_nothing(
     assert duplicates <= MAX_DUPLICATES
     # Every bucket's slot is the target's now.
     assert {owner(cluster, slot_of(b)).port for b in buckets} == {target_port}
-    logs = _logs(cluster_stack)
-    assert "CROSSSLOT" not in logs
-    # A WARNING may carry a traceback of an error handled (the worker's attempt counts, a
-    # transaction refused TRYAGAIN, are kept for its next try); no ERROR is one.
-    errors = [line for line in logs.splitlines() if " ERROR " in line]
-    assert errors == [], logs[-5000:]
+    assert "CROSSSLOT" not in logs(cluster_stack)
+    assert errors_logged(cluster_stack) == [], logs(cluster_stack)[-5000:]

@@ -1,13 +1,15 @@
 """A real Valkey Cluster of 3 primaries on loopback, from the Valkey binary the tests use
 (DESIGN.md, "Cluster-ready keys"): three nodes with cluster mode on, each in a directory of
 its own on free ports, joined with CLUSTER MEET, the 16 384 slots split among them with
-CLUSTER ADDSLOTSRANGE, ready once every node says cluster_state:ok. No outside tooling."""
+CLUSTER ADDSLOTSRANGE, ready once every node says cluster_state:ok; with ``replicas``, that
+many more nodes per primary, each made its replica with CLUSTER REPLICATE and ready once in
+sync. No outside tooling."""
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,8 +23,14 @@ _READY_S = 30.0
 
 @dataclass(frozen=True)
 class Cluster:
-    nodes: tuple[EmbeddedValkey, ...]
+    nodes: tuple[EmbeddedValkey, ...]  # the primaries as formed
     password: str
+    replicas: tuple[EmbeddedValkey, ...] = ()  # each primary's, in the primaries' order
+
+    @property
+    def every(self) -> tuple[EmbeddedValkey, ...]:
+        """Every node, whatever its role now (a failover swaps them)."""
+        return self.nodes + self.replicas
 
     @property
     def seed(self) -> EmbeddedValkey:
@@ -71,57 +79,86 @@ def apart(*alone: int) -> list[Ranges]:
 
 @contextlib.contextmanager
 def running(
-    directory: Path, slots: list[Ranges] | None = None, *, aof: bool = False
+    directory: Path,
+    slots: list[Ranges] | None = None,
+    *,
+    aof: bool = False,
+    replicas: int = 0,
+    node_timeout_ms: int = 5000,
 ) -> Iterator[Cluster]:
     """The cluster (``slots``: each primary's ranges; three even ones by default), formed;
     every node stopped after. ``aof``: each node with AOF on, as the service's /readyz
-    expects of a store (off, the store tests save the disk writes)."""
+    expects of a store (off, the store tests save the disk writes). ``replicas`` per
+    primary. ``node_timeout_ms``: how long a primary may be unreachable before its replica
+    takes over (cluster-node-timeout)."""
     layout = slots or even(3)
-    nodes: list[EmbeddedValkey] = []
+    started: list[EmbeddedValkey] = []
     password = "cluster-" + str(time.time_ns())
     try:
-        for n in range(len(layout)):
+        for n in range(len(layout) * (1 + replicas)):
             home = directory / f"node{n}"
             extra = (
                 "--cluster-enabled", "yes",
                 "--cluster-config-file", str(home / "nodes.conf"),
                 # The bus port, chosen free rather than the port + 10 000 it defaults to.
                 "--cluster-port", str(free_port()),
-                "--cluster-node-timeout", "5000",
+                "--cluster-node-timeout", str(node_timeout_ms),
                 "--appendonly", "yes" if aof else "no",
             )  # fmt: skip
-            nodes.append(start_valkey(home, extra=extra, password=password))
-        _form(nodes, layout)
-        yield Cluster(tuple(nodes), password)
+            started.append(start_valkey(home, extra=extra, password=password))
+        primaries, followers = started[: len(layout)], started[len(layout) :]
+        _form(primaries, followers, layout)
+        yield Cluster(tuple(primaries), password, tuple(followers))
     finally:
-        for node in nodes:
+        for node in started:
             node.kill()
 
 
-def _form(nodes: list[EmbeddedValkey], layout: list[Ranges]) -> None:
-    clients = [_client(node) for node in nodes]
+def _form(
+    primaries: list[EmbeddedValkey], followers: list[EmbeddedValkey], layout: list[Ranges]
+) -> None:
+    every = primaries + followers
+    clients = [_client(node) for node in every]
     try:
         first = clients[0]
         bus = int(str(first.config_get("cluster-port")["cluster-port"]))
         for client in clients[1:]:
-            client.execute_command("CLUSTER", "MEET", "127.0.0.1", nodes[0].port, bus)  # type: ignore[no-untyped-call]
-        for client, ranges in zip(clients, layout, strict=True):
+            client.execute_command("CLUSTER", "MEET", "127.0.0.1", every[0].port, bus)  # type: ignore[no-untyped-call]
+        for client, ranges in zip(clients, layout, strict=False):
             bounds = [bound for pair in ranges for bound in pair]
             client.execute_command("CLUSTER", "ADDSLOTSRANGE", *bounds)  # type: ignore[no-untyped-call]
-        deadline = time.monotonic() + _READY_S
-        while not all(_ok(c, len(nodes)) for c in clients):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the cluster did not reach cluster_state:ok")
-            time.sleep(0.1)
+        _until(lambda: all(_ok(c, len(every)) for c in clients), "cluster_state:ok")
+        ids = [node_id(node) for node in primaries]
+        for n, client in enumerate(clients[len(primaries) :]):
+            # Followers in turn, a primary each: follower n replicates primary n % primaries.
+            client.execute_command("CLUSTER", "REPLICATE", ids[n % len(primaries)])  # type: ignore[no-untyped-call]
+        _until(lambda: all(_in_sync(c) for c in clients[len(primaries) :]), "replicas in sync")
+        _until(lambda: all(_ok(c, len(every)) for c in clients), "cluster_state:ok")
     finally:
         for client in clients:
             client.close()
 
 
+def _until(ready: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + _READY_S
+    while not ready():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the cluster did not reach {what}")
+        time.sleep(0.1)
+
+
+def _fields(reply: object) -> dict[str, str]:
+    return dict(line.split(":", 1) for line in str(reply).split() if ":" in line)
+
+
 def _ok(client: redis.Redis, nodes: int) -> bool:
-    info = str(client.execute_command("CLUSTER", "INFO"))  # type: ignore[no-untyped-call]
-    fields = dict(line.split(":", 1) for line in info.split() if ":" in line)
+    fields = _fields(client.execute_command("CLUSTER", "INFO"))  # type: ignore[no-untyped-call]
     return fields.get("cluster_state") == "ok" and fields.get("cluster_known_nodes") == str(nodes)
+
+
+def _in_sync(client: redis.Redis) -> bool:
+    fields = client.info("replication")
+    return fields.get("role") == "slave" and fields.get("master_link_status") == "up"
 
 
 def node_id(node: EmbeddedValkey) -> str:
@@ -180,9 +217,9 @@ def move_slot(
     return moved
 
 
-def owner(cluster: Cluster, slot: int) -> EmbeddedValkey:
-    """The primary serving ``slot`` now, as the seed node sees it."""
-    client = _client(cluster.seed)
+def owner(cluster: Cluster, slot: int, seen_by: EmbeddedValkey | None = None) -> EmbeddedValkey:
+    """The primary serving ``slot`` now, as ``seen_by`` (the seed node by default) sees it."""
+    client = _client(seen_by or cluster.seed)
     try:
         shards = client.execute_command("CLUSTER", "SLOTS")  # type: ignore[no-untyped-call]
     finally:
@@ -190,5 +227,5 @@ def owner(cluster: Cluster, slot: int) -> EmbeddedValkey:
     for low, high, primary, *_ in shards:
         if low <= slot <= high:
             port = int(primary[1])
-            return next(node for node in cluster.nodes if node.port == port)
+            return next(node for node in cluster.every if node.port == port)
     raise LookupError(f"no primary serves slot {slot}")

@@ -17,6 +17,7 @@ from webhook_service.history.revive import Reviver
 from webhook_service.store.apikeys import ApiKeyStore
 from webhook_service.store.applications import ApplicationStore
 from webhook_service.store.deliveries import DeliveryStore
+from webhook_service.store.durability import StrictDurability
 from webhook_service.store.endpoints import EndpointStore
 from webhook_service.store.events import EventStore, InlineWakeup
 from webhook_service.store.jobs import JobStore
@@ -43,9 +44,8 @@ class Services:
     waker: Waker
     guard: Guard
     box: SecretBox
-    strict_durability: bool
-    # Strict mode: replicas that must also have the event on disk before the 202.
-    strict_replicas: int
+    # WEBHOOK_DURABILITY=strict's wait before a 202, where the server offers it.
+    strict: StrictDurability | None
     jobs: JobStore
     api_keys: ApiKeyStore
     applications: ApplicationStore

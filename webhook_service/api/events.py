@@ -50,7 +50,6 @@ routes = web.RouteTableDef()
 
 # How long a strict-mode request may hold its idempotency key before others may replay it.
 _IN_FLIGHT_MS = 10_000
-_WAITAOF_TIMEOUT_MS = 2000
 # The backlog drains a batch at a time once the log's database is back (thousands of records
 # a second); a producer asking again sooner only adds requests to refuse.
 _BACKLOG_RETRY_AFTER = "5"
@@ -137,7 +136,7 @@ async def _post_event(
             key=idem_key,
             fingerprint=fingerprint(parsed),
             ttl_s=svc.settings.idempotency_ttl,
-            state="in_flight" if svc.strict_durability else "done",
+            state="in_flight" if svc.strict is not None else "done",
             until_ms=now + _IN_FLIGHT_MS,
         )
     accepted = await _accept(
@@ -239,7 +238,7 @@ async def _accept(
         grace_ms=int(svc.settings.wakeup_grace * 1000),
         idempotency=claim,
         # Strict mode wakes workers only once the event is on disk, from here.
-        wakeup=None if svc.strict_durability else svc.waker.inline,
+        wakeup=None if svc.strict is not None else svc.waker.inline,
         backlog_max=svc.settings.log_backlog_max,
         only_endpoint=only_endpoint,
         deliver_at_ms=deliver_at,
@@ -277,8 +276,9 @@ async def _stored(
 ) -> None:
     """A new event is in: on disk first in strict mode, then its deliveries' wake-ups."""
     svc = services(request)
-    if svc.strict_durability:
-        await _wait_for_fsync(request)
+    if svc.strict is not None:
+        if not await svc.strict.confirm(keys.bucket_of(app_id)):
+            raise _unconfirmed()
         if claim is not None:
             await svc.events.settle_idempotency(claim, app_id=app_id)
     if accepted.delivery_ids and not accepted.woken:
@@ -326,25 +326,11 @@ def _throttled(detail: str, wait_s: float) -> ProblemError:
     )
 
 
-async def _wait_for_fsync(request: web.Request) -> None:
-    """Strict durability: 202 only once the AOF holding the event is on disk, and on the
-    disk of a replica too where one could be promoted (see ``replicas_to_confirm``)."""
-    svc = services(request)
-    # WAITAOF and WAIT wait for the last write of *their* connection, and the pool may hand
-    # out another one than the ingest's. A PUBLISH first (replicated, stores nothing) moves
-    # this connection's offset past the event's, whichever connection wrote it.
-    pipe = svc.redis.pipeline(transaction=False)
-    pipe.publish(keys.DURABILITY_MARK, "")
-    pipe.execute_command("WAITAOF", 1, 0, _WAITAOF_TIMEOUT_MS)
-    # In a replica's memory is what a failover needs: WAITAOF's replica count would wait for
-    # the replica's own fsync, up to a second under its appendfsync everysec.
-    pipe.execute_command("WAIT", svc.strict_replicas, _WAITAOF_TIMEOUT_MS)
-    _, (local, _), replicas = await pipe.execute()
-    if int(local) < 1 or int(replicas) < svc.strict_replicas:
-        raise ProblemError(
-            503,
-            "The event was written but not yet confirmed on disk; retry with the same "
-            f"{HEADER} to learn its fate.",
-            kind="durability-timeout",
-            headers={"Retry-After": "1"},
-        )
+def _unconfirmed() -> ProblemError:
+    return ProblemError(
+        503,
+        "The event was written but not yet confirmed on disk; retry with the same "
+        f"{HEADER} to learn its fate.",
+        kind="durability-timeout",
+        headers={"Retry-After": "1"},
+    )

@@ -26,6 +26,7 @@ from webhook_service.store.connect import (
     sync_client,
 )
 from webhook_service.store.deliveries import DeliveryStore
+from webhook_service.store.durability import StrictDurability
 from webhook_service.store.endpoints import EndpointStore
 from webhook_service.store.events import EventStore
 from webhook_service.store.jobs import JobStore
@@ -84,8 +85,7 @@ async def build_app(settings: Settings, publisher: Celery | None) -> web.Applica
         waker=waker,
         guard=guard(settings),
         box=box,
-        strict_durability=strict,
-        strict_replicas=replicas,
+        strict=StrictDurability(client, replicas) if strict else None,
         jobs=JobStore(client, ttl_s=7 * 86400),
         api_keys=ApiKeyStore(client, box),
         applications=ApplicationStore(client, scripts),

@@ -163,12 +163,24 @@ class _SettlingCluster(redis.asyncio.cluster.RedisCluster):
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         for pause in settle_pauses():
             try:
-                return await super().execute_command(*args, **kwargs)
+                return await self._once(*args, **kwargs)
             except redis.exceptions.ClusterError as error:
                 if not settling(error):
                     raise
             await asyncio.sleep(pause)
-        return await super().execute_command(*args, **kwargs)
+        return await self._once(*args, **kwargs)
+
+    async def _once(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().execute_command(*args, **kwargs)
+        except AttributeError as error:
+            # When a refresh of the slot table fails (a primary just died, its replica not
+            # yet promoted), redis-py closes every connection of every node, those that
+            # other commands are using too; such a command then meets its connection's
+            # stream gone (None). It is a connection lost, and is answered as one (503).
+            raise redis.exceptions.ConnectionError(
+                "the connection was closed under the command (the cluster's topology changed)"
+            ) from error
 
 
 class _SettlingSyncCluster(redis.cluster.RedisCluster):
@@ -215,8 +227,11 @@ def replicas_to_confirm(client: redis.Redis, url: str) -> int:
     """How many replicas a strict-mode write must reach besides the primary's disk.
 
     One whenever a failover could promote a replica (always, under Sentinel): it would
-    otherwise promote one that may not have the write yet.
+    otherwise promote one that may not have the write yet. On a cluster, none here: each
+    wait asks the bucket's primary itself (store/durability.py).
     """
+    if is_cluster(client):
+        return 0
     if parse_sentinel(url) is not None:
         return 1
     replication = client.info("replication")
@@ -226,12 +241,6 @@ def replicas_to_confirm(client: redis.Redis, url: str) -> int:
 def check_server(client: redis.Redis, durability: str) -> bool:
     """Refuse servers that may evict or drop events (on a cluster, any primary that may).
     Returns whether WAITAOF is usable (on every primary)."""
-    if durability == "strict" and is_cluster(client):
-        # The API's WAITAOF/WAIT after an ingest is keyless: a cluster client would send it
-        # to any node, not the one that took the event, and confirm nothing.
-        raise ServerUnfit(
-            "WEBHOOK_DURABILITY=strict is not supported on a Redis Cluster yet: use everysec"
-        )
     usable = [_check_one(server, durability) for server in primaries(client)]
     return all(usable)
 

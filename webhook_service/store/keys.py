@@ -317,7 +317,15 @@ JOBS_RUNNING = f"{PREFIX}{JOBS_TAG}:jobs:running"
 API_KEYS_TAG = "{apikeys}"
 API_KEYS = f"{PREFIX}{API_KEYS_TAG}:apikeys"
 API_KEY_PEPPER = PREFIX + "apikeys:pepper"
+# What strict mode writes before it waits (store/durability.py): outside a cluster a channel
+# it publishes to; on a cluster a key of each bucket, an empty string its only value.
 DURABILITY_MARK = PREFIX + "durability:mark"
+
+
+def durability_mark(bucket: int) -> str:
+    return head(bucket) + "durability:mark"
+
+
 SCHEMA = PREFIX + "schema"
 BUCKET_EPOCH = PREFIX + "buckets:epoch"
 
