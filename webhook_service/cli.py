@@ -159,9 +159,15 @@ def _log_refusal(settings: Settings) -> str | None:
     what needs it answers 503 until it is back."""
     import sqlalchemy as sa
 
-    from webhook_service.history.database import LogUnconfigured, check_current, sync_engine
+    from webhook_service.history.database import (
+        LogUnconfigured,
+        check_current,
+        read_url,
+        sync_engine,
+    )
 
     try:
+        read_url(settings)  # refused here, in one line, rather than by the API's start
         engine = sync_engine(settings)
     except LogUnconfigured as exc:
         return str(exc)

@@ -7,6 +7,8 @@ standby's replay lag."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
@@ -213,3 +215,16 @@ async def test_an_api_refuses_a_read_url_that_is_not_postgresql(stack: Stack) ->
     with pytest.raises(LogUnconfigured, match=r"^WEBHOOK_LOG_READ_URL must be postgresql://"):
         async with serve_api(settings):
             pass
+
+
+def test_the_command_refuses_a_read_url_that_is_not_postgresql_in_one_line(stack: Stack) -> None:
+    env = {**stack.env, "WEBHOOK_LOG_READ_URL": "mysql://whs:secret@standby/whs_log"}
+    ran = subprocess.run(
+        [sys.executable, "-m", "webhook_service", "api"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    output = ran.stdout + ran.stderr
+    assert ran.returncode == 1, output
+    assert "WEBHOOK_LOG_READ_URL must be postgresql://" in output
+    assert "Traceback" not in output
+    assert "secret" not in output
