@@ -98,7 +98,8 @@ test: lint typecheck chromium postgresql prometheus tinyproxy
 # (bench/bench_apps.py, ~3 min); schema validation at ingest (bench/bench_validation.py,
 # ~1 min); payload filters at ingest (bench/bench_filters.py, ~1 min); a FIFO endpoint
 # against a normal one (bench/bench_fifo.py, ~1 min); the store on a 3-primary cluster
-# against one Valkey (bench/bench_cluster.py, ~2 min). bench-full: the whole
+# against one Valkey (bench/bench_cluster.py, ~2 min); the log shipper's write rate into
+# SQLite and PostgreSQL (bench/bench_log_ship.py, ~3 min). bench-full: the whole
 # grid, many repeats (~25 min).
 bench: $(STAMP) postgresql
 	$(BIN)/python bench/bench_signer.py
@@ -111,6 +112,7 @@ bench: $(STAMP) postgresql
 	$(BIN)/python -m bench.bench_filters
 	$(BIN)/python -m bench.bench_fifo
 	$(BIN)/python -m bench.bench_cluster
+	$(BIN)/python -m bench.bench_log_ship
 
 bench-full: $(STAMP)
 	$(BIN)/python bench/bench_signer.py --runs 9
