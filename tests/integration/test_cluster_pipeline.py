@@ -1,5 +1,5 @@
-"""The whole service on a Valkey Cluster (issue 20 items 1-2): the store a real 3-primary
-cluster (tests/support/cluster.py), named by a ``redis+cluster://`` URL, and the Celery
+"""The whole service on a Valkey Cluster (issue 20 items 1-2): the store a real cluster of 3
+primaries with a replica each (tests/support/cluster.py), named by a ``redis+cluster://`` URL, and the Celery
 broker a plain Valkey apart (WEBHOOK_BROKER_URL). The API, a worker and the scheduler run as
 processes; two applications whose buckets live on different primaries get events, a failing
 receiver's retries arrive, the admin routes answer, and no process ever logs a cross-slot
@@ -63,7 +63,7 @@ def _uids_apart(cluster: Cluster) -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with running(tmp_path_factory.mktemp("cluster"), aof=True) as formed:
+    with running(tmp_path_factory.mktemp("cluster"), aof=True, replicas=1) as formed:
         yield formed
 
 
