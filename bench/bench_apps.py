@@ -37,10 +37,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import statistics
 import subprocess
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
@@ -66,7 +64,7 @@ from bench.footprint import BODY_BYTES
 from bench.http_load import RequestFactory, build_request, closed_loop, open_loop
 from bench.payload import event_data
 from bench.rig import Rig
-from bench.run import RESULTS, machine
+from bench.run import RESULTS, machine, save_json, scratch
 from bench.stats import percentile
 from signer import generate_secret
 from webhook_service.config import Settings
@@ -562,16 +560,9 @@ def main() -> None:
     if args.endpoints < 2 or args.apps < 2 or args.rounds < 1:
         parser.error("needs --apps >= 2, --endpoints >= 2 and --rounds >= 1")
     sizes = Sizes(args.apps, args.endpoints, args.rate, args.seconds, args.rounds)
-    directory = Path(tempfile.mkdtemp(prefix="whs-bench-apps-"))
-    try:
+    with scratch("whs-bench-apps-", args.keep) as directory:
         result = {"machine": machine(), **uvloop.run(_run(sizes, directory))}
-    finally:
-        if args.keep:
-            print(f"logs and data kept in {directory}")
-        else:
-            shutil.rmtree(directory, ignore_errors=True)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "apps.json").write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    save_json("apps", result)
     text = report(result)
     (RESULTS / "apps.md").write_text(text)
     print("\n" + text)

@@ -50,8 +50,6 @@ import contextlib
 import dataclasses
 import math
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -70,7 +68,7 @@ from bench.http_load import RequestFactory, closed_loop, open_loop
 from bench.procs import Child
 from bench.report import CPU, MIB, Row, markdown_table, one, text_table
 from bench.rig import Rig, Workers
-from bench.run import RESULTS, machine
+from bench.run import RESULTS, machine, save_json, scratch
 from webhook_service.config import Settings
 from webhook_service.history import tables
 from webhook_service.history.database import sync_engine
@@ -618,16 +616,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "release_commit": release_tree.RELEASE,
         "machine": machine(),
     }
-    directory = Path(tempfile.mkdtemp(prefix="whs-bench-log-"))
-    try:
+    with scratch("whs-bench-log-", args.keep) as directory:
         result.update(uvloop.run(_run(sizes, parts, directory)))
-    finally:
-        if args.keep:
-            print(f"logs and data kept in {directory}")
-        else:
-            shutil.rmtree(directory, ignore_errors=True)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    saved.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    save_json(saved.stem, result)
     table = rows(result)
     costs = cost_lines(result["writes"]) if "writes" in result else []
     (RESULTS / "log.md").write_text(markdown_table(table) + "\n\n" + "\n".join(costs) + "\n")

@@ -59,17 +59,14 @@ import asyncio
 import contextlib
 import dataclasses
 import os
-import shutil
 import sqlite3
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
 import redis
 import sqlalchemy as sa
 import uvloop
@@ -79,7 +76,7 @@ from bench.footprint import BODY_BYTES
 from bench.http_load import closed_loop, open_loop
 from bench.report import CPU, Row, markdown_table, one, text_table
 from bench.rig import Rig
-from bench.run import RESULTS, machine
+from bench.run import RESULTS, machine, save_json, scratch
 from tests.support.postgres import Postgres, start_postgres
 from webhook_service.config import Settings
 from webhook_service.history import tables
@@ -571,16 +568,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="of the load")
     parser.add_argument("--keep", action="store_true", help="keep the processes' logs and data")
     args = parser.parse_args(argv)
-    directory = Path(tempfile.mkdtemp(prefix="whs-bench-ship-"))
-    try:
+    with scratch("whs-bench-ship-", args.keep) as directory:
         result = uvloop.run(_run(args, directory))
-    finally:
-        if args.keep:
-            print(f"logs and data kept in {directory}")
-        else:
-            shutil.rmtree(directory, ignore_errors=True)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "log_ship.json").write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    save_json("log_ship", result)
     table = _rows(result)
     sized = sizing(result)
     (RESULTS / "log_ship.md").write_text(

@@ -8,13 +8,14 @@ everything, prints the table and writes ``bench/results/<plan>.json`` and ``<pla
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -64,9 +65,37 @@ def machine() -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def scratch(prefix: str, keep: bool) -> Iterator[Path]:
+    """A bench's temp directory for its processes' logs and data: removed after, unless
+    ``keep`` (--keep), when its path is printed instead."""
+    directory = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield directory
+    finally:
+        if keep:
+            print(f"logs and data kept in {directory}")
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def save_json(stem: str, result: dict[str, Any]) -> Path:
+    """``result`` as bench/results/<stem>.json; returns the path."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{stem}.json"
+    path.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    return path
+
+
 async def _run(plan: Plan, phases: Sequence[str], profiling: bool, keep: bool) -> dict[str, Any]:
+    with scratch("whs-bench-", keep) as directory:
+        return await _run_in(plan, phases, profiling, directory)
+
+
+async def _run_in(
+    plan: Plan, phases: Sequence[str], profiling: bool, directory: Path
+) -> dict[str, Any]:
     started = time.monotonic()
-    directory = Path(tempfile.mkdtemp(prefix="whs-bench-"))
     result: dict[str, Any] = {
         "plan": plan.name,
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -86,10 +115,6 @@ async def _run(plan: Plan, phases: Sequence[str], profiling: bool, keep: bool) -
         await rig.close()
     result["load_after"] = os.getloadavg()
     result["seconds"] = round(time.monotonic() - started, 1)
-    if keep:
-        print(f"logs and data kept in {directory}")
-    else:
-        shutil.rmtree(directory, ignore_errors=True)
     return result
 
 
@@ -122,14 +147,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"unknown phases: {', '.join(sorted(unknown))}")
     plan = PLANS[args.plan]
     result = uvloop.run(_run(plan, phases, args.profile, args.keep))
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = "profile" if args.profile else plan.name
-    (RESULTS / f"{stem}.json").write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    saved = save_json("profile" if args.profile else plan.name, result)
     if args.profile:
         print(orjson.dumps(result["profile"], option=orjson.OPT_INDENT_2).decode())
     else:
         _write_table(result, RESULTS / f"{plan.name}.md")
-    print(f"\n{result['seconds']} s; results in {RESULTS}/{stem}.json")
+    print(f"\n{result['seconds']} s; results in {saved}")
 
 
 if __name__ == "__main__":
