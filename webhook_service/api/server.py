@@ -73,9 +73,11 @@ async def build_app(settings: Settings, publisher: Celery | None) -> web.Applica
     # count numbers the next attempt; an expunge the standby has not replayed yet would
     # bring a payload back), so it must be the latest.
     log_engine = async_engine(settings)
-    read_engine = async_engine(settings, read=True)
-    history = HistoryReader(read_engine, deliveries, events, settings.log_timeout)
     latest = HistoryReader(log_engine, deliveries, events, settings.log_timeout)
+    read_engine, history = log_engine, latest
+    if settings.log_read_url is not None:
+        read_engine = async_engine(settings, read=True)
+        history = HistoryReader(read_engine, deliveries, events, settings.log_timeout)
     svc = Services(
         settings=settings,
         redis=client,
@@ -99,7 +101,8 @@ async def build_app(settings: Settings, publisher: Celery | None) -> web.Applica
     async def lifecycle(_: web.Application) -> AsyncIterator[None]:
         yield
         await waker.aclose()
-        await read_engine.dispose()
+        if read_engine is not log_engine:
+            await read_engine.dispose()
         await log_engine.dispose()
         await client.aclose()
 
