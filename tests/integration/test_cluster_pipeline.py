@@ -1,10 +1,11 @@
 """The whole service on a Valkey Cluster (issue 20 items 1-2): the store a real cluster of 3
-primaries with a replica each (tests/support/cluster.py), named by a ``redis+cluster://`` URL, and the Celery
-broker a plain Valkey apart (WEBHOOK_BROKER_URL). The API, a worker and the scheduler run as
-processes; two applications whose buckets live on different primaries get events, a failing
-receiver's retries arrive, the admin routes answer, and no process ever logs a cross-slot
-refusal. With the broker apart, a new event's wake-ups are published after the ingest step
-(none lands in the cluster), and a lost one is repaired by the delivery's due entry."""
+primaries with a replica each (tests/support/cluster.py), named by a ``redis+cluster://``
+URL, and the Celery broker a plain Valkey apart (WEBHOOK_BROKER_URL). The API, a worker and
+the scheduler run as processes; two applications whose buckets live on different primaries
+get events, a failing receiver's retries arrive, the admin routes answer, and no process
+ever logs a cross-slot refusal. With the broker apart, a new event's wake-ups are published
+after the ingest step (none lands in the cluster), and a lost one is repaired by the
+delivery's due entry."""
 
 from __future__ import annotations
 
