@@ -183,6 +183,9 @@ class Settings(BaseSettings):
     # INFO it was 30 % of the API's CPU under ingest load, and the history API, /metrics
     # and a load balancer's own log already tell who sent what.
     access_log: bool = False
+    # The asyncio event loop of the API and of each worker's delivery thread: uvloop (libuv)
+    # or the standard library's. bench/bench_event_loop.py measures the two in one run.
+    event_loop: Literal["uvloop", "asyncio"] = "uvloop"
 
     @field_validator("retry_schedule", mode="before")
     @classmethod

@@ -19,6 +19,7 @@ from webhook_service import tracing
 from webhook_service.config import Settings
 from webhook_service.delivery.engine import DeliveryEngine
 from webhook_service.delivery.transport import Transport
+from webhook_service.event_loop import loop_factory
 from webhook_service.store.connect import RedisTimeouts, async_client
 from webhook_service.store.refusals import Backoff
 from webhook_service.wiring import aiohttp_transport, delivery_engine
@@ -60,7 +61,7 @@ def build(settings: Settings) -> Runtime:
     # Here, in the pool's child after the prefork fork, not in the parent: the span
     # exporter's thread would not survive the fork, and only the children send.
     tracing.setup("worker")
-    loop = asyncio.new_event_loop()
+    loop = loop_factory(settings)()
     thread = threading.Thread(target=loop.run_forever, name="delivery-loop", daemon=True)
     thread.start()
 

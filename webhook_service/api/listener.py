@@ -24,6 +24,7 @@ import orjson
 from aiohttp import web
 from yarl import URL
 
+from webhook_service import event_loop
 from webhook_service.api.problems import CONTENT_TYPE, PROBLEM_TYPE_BASE, Handler
 from webhook_service.config import Settings
 
@@ -146,7 +147,7 @@ def runner_options(settings: Settings) -> dict[str, Any]:
 
 def serve(app: Awaitable[web.Application], settings: Settings) -> None:
     """Serve until SIGTERM or SIGINT, then drain the requests in flight."""
-    asyncio.run(_serve(app, settings))
+    event_loop.run(_serve(app, settings), settings)
 
 
 async def _serve(app: Awaitable[web.Application], settings: Settings) -> None:
