@@ -18,7 +18,7 @@ import asyncio
 import logging
 import signal
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from aiohttp import web
@@ -55,12 +55,31 @@ REFUSAL = (
 
 
 class _Refusal(asyncio.Protocol):
-    """A connection over the cap: answered at once and closed, nothing read."""
+    """A connection over the cap: answered at once, then half-closed. What the client sends
+    meanwhile is read and dropped until it closes its side too, or for LINGER_S at most: a
+    socket closed with unread bytes in it sends a reset, and the client may lose the answer
+    with it (uvloop closes at once, so the request often arrived just after)."""
+
+    _closing: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.WriteTransport)
-        transport.write(REFUSAL)
-        transport.close()
+        # A cast, not an isinstance check: uvloop's TCP transport is none of asyncio's
+        # transport classes (the check failed, and every connection over the cap was
+        # dropped unanswered).
+        tcp = cast(asyncio.Transport, transport)
+        tcp.write(REFUSAL)
+        tcp.write_eof()
+        self._closing = asyncio.get_running_loop().call_later(LINGER_S, tcp.close)
+
+    def data_received(self, data: bytes) -> None:
+        pass  # the request is refused unread
+
+    def eof_received(self) -> bool:
+        return False  # both sides done: the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._closing is not None:
+            self._closing.cancel()
 
 
 class CappedSite(web.BaseSite):

@@ -16,6 +16,7 @@ import redis
 from redis.crc import key_slot
 
 from tests.support.cluster import Cluster, move_slot, owner, running
+from webhook_service.embedded import EmbeddedValkey
 from webhook_service.store import keys
 from webhook_service.store.applications import (
     ApplicationOutcome,
@@ -43,6 +44,14 @@ async def store(cluster: Cluster) -> AsyncIterator[redis.asyncio.Redis]:
     client = async_client(cluster.url())
     yield client
     await client.aclose()
+
+
+def _keys_in(cluster: Cluster, node: EmbeddedValkey, slot: int) -> int:
+    plain = redis.Redis(host="127.0.0.1", port=node.port, password=cluster.password)
+    try:
+        return int(plain.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot))  # type: ignore[no-untyped-call]
+    finally:
+        plain.close()
 
 
 def _same_bucket(uid: str) -> str:
@@ -89,11 +98,14 @@ async def test_a_script_waits_out_its_slot_s_move_and_runs_on_the_new_owner(
         moving = asyncio.get_running_loop().run_in_executor(
             pool, lambda: move_slot(cluster, slot, source, target, between_batches=PAUSE)
         )
-        await asyncio.sleep(0.3)  # the slot is migrating, part of its keys moved
+        # The slot is migrating: part of its keys moved, not all.
+        while _keys_in(cluster, source, slot) > FILLER:
+            await asyncio.sleep(0.01)
         assert not moving.done()
         outcome = await apps.create(second)
-        # The call waited for the move: it ended no earlier than the slot's last key moved.
-        assert moving.done()
+        # The call waited for the move: it ended no earlier than the slot's last key moved
+        # (move_slot may still be telling the third primary of the new owner).
+        assert _keys_in(cluster, source, slot) == 0
         moved = await moving
     assert outcome is ApplicationOutcome.CREATED
     assert moved >= FILLER + 2  # the filler, and both applications' keys, none refused
