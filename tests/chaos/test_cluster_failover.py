@@ -40,7 +40,6 @@ from collections.abc import Iterator
 import aiohttp
 import pytest
 import redis
-from redis.crc import key_slot
 
 from tests.integration.conftest import wait_for
 from tests.support.cluster import Cluster, owner, running
@@ -53,6 +52,8 @@ from tests.support.cluster_service import (
     errors_logged,
     logs,
     service_on,
+    slot_of,
+    uids_on_one_primary,
 )
 from tests.support.producer import Answers, Production, produce
 from tests.support.receiver import Receiver
@@ -73,27 +74,6 @@ NODE_TIMEOUT_MS = 2000
 RETRIES = "0,2,2,2,2,2,2,2"
 # Deliveries whose attempt was under way on the killed primary: each may go again.
 MAX_DUPLICATES = 20
-
-
-def slot_of(bucket: int) -> int:
-    return key_slot(keys.head(bucket).encode())
-
-
-def uids_on_one_primary(cluster: Cluster) -> tuple[list[str], EmbeddedValkey]:
-    """``APPS`` uids of distinct buckets, all on one primary that does not hold the default
-    application's bucket; and that primary."""
-    taken = owner(cluster, slot_of(keys.DEFAULT_BUCKET))
-    chosen: dict[int, dict[int, str]] = {}
-    for n in range(5000):
-        uid = f"failover-app-{n}"
-        primary = owner(cluster, slot_of(keys.uid_bucket(uid)))
-        if primary == taken:
-            continue
-        picked = chosen.setdefault(primary.port, {})
-        picked.setdefault(keys.uid_bucket(uid), uid)
-        if len(picked) == APPS:
-            return list(picked.values()), primary
-    raise AssertionError(f"no {APPS} buckets found on one primary")
 
 
 def fill(cluster: Cluster, primary: EmbeddedValkey, bucket: int) -> None:
@@ -135,7 +115,7 @@ async def test_killing_a_primary_under_load_loses_no_event_answered_202(
     receiver: Receiver,
     durability: str,
 ) -> None:
-    uids, victim = uids_on_one_primary(cluster)
+    uids, victim = uids_on_one_primary(cluster, APPS, "failover-app")
     replica = cluster.replicas[cluster.nodes.index(victim)]
     refusing = False
     for uid in uids:

@@ -15,29 +15,32 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import aiohttp
 import pytest
 import redis
-from redis.crc import key_slot
 
 from tests.integration.conftest import Api, wait_for
 from tests.support.cluster import Cluster, move_slot, owner, running
 from tests.support.cluster_service import (
     TYPE,
     ToApp,
-    api_of,
+    api,
     app_with_endpoint,
     base_url,
+    cluster_stack,
     errors_logged,
     logs,
-    service_on,
+    slot_of,
+    uids_on_one_primary,
 )
 from tests.support.producer import Answers, Production, produce
 from tests.support.receiver import Receiver
 from tests.support.stack import Stack
 from webhook_service.store import keys
+
+__all__ = ["api", "cluster_stack"]
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(180)]
 
@@ -57,40 +60,6 @@ MAX_DUPLICATES = 3
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with running(tmp_path_factory.mktemp("resharding"), aof=True) as formed:
         yield formed
-
-
-@pytest.fixture(scope="module")
-def cluster_stack(tmp_path_factory: pytest.TempPathFactory, cluster: Cluster) -> Iterator[Stack]:
-    with service_on(cluster, tmp_path_factory.mktemp("stack")) as stack:
-        yield stack
-
-
-@pytest.fixture
-async def api(cluster_stack: Stack) -> AsyncIterator[Api]:
-    async with api_of(cluster_stack) as client:
-        yield client
-
-
-def slot_of(bucket: int) -> int:
-    return key_slot(keys.head(bucket).encode())
-
-
-def uids_on_one_primary(cluster: Cluster) -> tuple[list[str], int]:
-    """``APPS`` uids of distinct buckets, all on the port of one primary that does not hold
-    the default application's bucket; and that port."""
-    taken = owner(cluster, slot_of(keys.DEFAULT_BUCKET)).port
-    by_port: dict[int, dict[int, str]] = {}
-    for n in range(5000):
-        uid = f"reshard-app-{n}"
-        bucket = keys.uid_bucket(uid)
-        port = owner(cluster, slot_of(bucket)).port
-        if port == taken:
-            continue
-        chosen = by_port.setdefault(port, {})
-        chosen.setdefault(bucket, uid)
-        if len(chosen) == APPS:
-            return list(chosen.values()), port
-    raise AssertionError(f"no {APPS} buckets found on one primary")
 
 
 def pad(cluster: Cluster, bucket: int) -> None:
@@ -128,7 +97,8 @@ def reshard(cluster: Cluster, buckets: Sequence[int], target_port: int) -> list[
 async def test_moving_the_buckets_slots_under_load_loses_nothing(
     cluster: Cluster, cluster_stack: Stack, api: Api, receiver: Receiver
 ) -> None:
-    uids, source_port = uids_on_one_primary(cluster)
+    uids, source = uids_on_one_primary(cluster, APPS, "reshard-app")
+    source_port = source.port
     buckets = [keys.uid_bucket(uid) for uid in uids]
     target_port = next(
         node.port

@@ -21,17 +21,19 @@ from tests.integration.conftest import Api, wait_for
 from tests.support.cluster import Cluster, running
 from tests.support.cluster_service import (
     TYPE,
-    api_of,
+    api,
     app_with_endpoint,
+    cluster_stack,
     command,
     logs,
-    service_on,
 )
 from tests.support.receiver import Receiver
 from tests.support.stack import ADMIN_KEY, Stack
 from webhook_service.crypto import generate_master_key
 from webhook_service.store import keys
 from webhook_service.store.connect import ServerUnfit, check_server, primaries, sync_client
+
+__all__ = ["api", "cluster_stack"]
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -66,18 +68,6 @@ def _uids_apart(cluster: Cluster) -> tuple[str, str]:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with running(tmp_path_factory.mktemp("cluster"), aof=True, replicas=1) as formed:
         yield formed
-
-
-@pytest.fixture(scope="module")
-def cluster_stack(tmp_path_factory: pytest.TempPathFactory, cluster: Cluster) -> Iterator[Stack]:
-    with service_on(cluster, tmp_path_factory.mktemp("stack")) as stack:
-        yield stack
-
-
-@pytest.fixture
-async def api(cluster_stack: Stack) -> AsyncIterator[Api]:
-    async with api_of(cluster_stack) as client:
-        yield client
 
 
 @pytest.fixture

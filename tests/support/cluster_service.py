@@ -12,13 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
+from redis.crc import key_slot
 
 from tests.integration.conftest import Api, wait_for
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, owner
 from tests.support.receiver import Receiver
 from tests.support.stack import ADMIN_KEY, Stack, migrate_log, service_env
 from webhook_service.client import AsyncWebhookClient
-from webhook_service.embedded import free_port, start_valkey
+from webhook_service.embedded import EmbeddedValkey, free_port, start_valkey
+from webhook_service.store import keys
 
 TYPE = "cluster.order"
 
@@ -51,6 +54,20 @@ def service_on(
         yield stack
     finally:
         stack.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster_stack(tmp_path_factory: pytest.TempPathFactory, cluster: Cluster) -> Iterator[Stack]:
+    """The service on the module's ``cluster`` fixture."""
+    with service_on(cluster, tmp_path_factory.mktemp("stack")) as stack:
+        yield stack
+
+
+@pytest.fixture
+async def api(cluster_stack: Stack) -> AsyncIterator[Api]:
+    """A client of the cluster stack's API (in place of the conftest's in-process one)."""
+    async with api_of(cluster_stack) as client:
+        yield client
 
 
 def command(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -86,6 +103,36 @@ async def api_of(stack: Stack) -> AsyncIterator[Api]:
 
         await wait_for(up, timeout=30)
         yield client
+
+
+def slot_of(bucket: int) -> int:
+    return key_slot(keys.head(bucket).encode())
+
+
+def primary_of(cluster: Cluster, bucket: int) -> EmbeddedValkey:
+    """The primary serving ``bucket`` now."""
+    return owner(cluster, slot_of(bucket))
+
+
+def uids_on_one_primary(
+    cluster: Cluster, count: int, prefix: str
+) -> tuple[list[str], EmbeddedValkey]:
+    """``count`` uids (``prefix``-n) of distinct buckets, all on one primary that does not
+    hold the default application's bucket; and that primary."""
+    serving = {bucket: primary_of(cluster, bucket) for bucket in keys.all_buckets()}
+    taken = serving[keys.DEFAULT_BUCKET]
+    chosen: dict[int, dict[int, str]] = {}
+    for n in range(5000):
+        uid = f"{prefix}-{n}"
+        bucket = keys.uid_bucket(uid)
+        primary = serving[bucket]
+        if primary == taken:
+            continue
+        picked = chosen.setdefault(primary.port, {})
+        picked.setdefault(bucket, uid)
+        if len(picked) == count:
+            return list(picked.values()), primary
+    raise AssertionError(f"no {count} buckets found on one primary")
 
 
 def logs(stack: Stack) -> str:

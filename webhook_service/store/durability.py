@@ -39,13 +39,24 @@ TIMEOUT_MS = 2000
 SHARD_WAITS = 50
 
 
+@dataclass
+class _Shard:
+    """What the waits on one primary of a cluster share."""
+
+    waits: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(SHARD_WAITS))
+    # Replicas attached (0 or 1) at its last wait; None before the first. Known, the WAIT
+    # goes in the same round trip as the rest; else, or when it was 0 and one is attached
+    # now, it follows as a second.
+    replicas: int | None = None
+
+
 @dataclass(frozen=True)
 class StrictDurability:
     client: redis.asyncio.Redis
     # Outside a cluster: replicas that must also hold the event (store/connect.py
     # replicas_to_confirm, once at start). On a cluster each primary is asked at each wait.
     replicas: int
-    _waits: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+    _shards: dict[str, _Shard] = field(default_factory=dict)
 
     async def confirm(self, bucket: int) -> bool:
         """Whether the last write to ``bucket`` is on disk (and in a replica where one could
@@ -69,25 +80,31 @@ class StrictDurability:
         node = client.get_node_from_key(mark)
         if node is None:
             return False
-        waits = self._waits.setdefault(node.name, asyncio.Semaphore(SHARD_WAITS))
-        async with waits:
-            return await _wait_on(node, mark)
+        shard = self._shards.setdefault(node.name, _Shard())
+        async with shard.waits:
+            return await _wait_on(node, mark, shard)
 
 
-async def _wait_on(node: redis.asyncio.cluster.ClusterNode, mark: str) -> bool:
+async def _wait_on(node: redis.asyncio.cluster.ClusterNode, mark: str, shard: _Shard) -> bool:
     # One connection for every step (see the module's docstring): redis-py's cluster node
     # lends it out; its commands alone would each take any free one.
     connection = node.acquire_connection()
+    known = shard.replicas
+    steps: list[tuple[Any, ...]] = [("ROLE",), ("SET", mark, ""), ("WAITAOF", 1, 0, TIMEOUT_MS)]
+    if known:
+        steps.append(("WAIT", known, TIMEOUT_MS))
     try:
-        role, _, (local, _) = await _round_trip(
-            connection, ("ROLE",), ("SET", mark, ""), ("WAITAOF", 1, 0, TIMEOUT_MS)
-        )
+        role, _, (local, _), *waited = await _round_trip(connection, *steps)
         if role[0] != "master" or int(local) < 1:
             return False  # a failover since the ingest, or the disk too slow: say so
-        if not role[2]:  # no replica connected: none to promote either
+        # No replica connected: none to promote either. (A WAIT sent for one that has
+        # just gone ran out, and the disk alone stands.)
+        shard.replicas = 1 if role[2] else 0
+        if not shard.replicas:
             return True
-        (replicas,) = await _round_trip(connection, ("WAIT", 1, TIMEOUT_MS))
-        return int(replicas) >= 1
+        if not waited:
+            waited = await _round_trip(connection, ("WAIT", 1, TIMEOUT_MS))
+        return int(waited[0]) >= 1
     except redis.exceptions.ResponseError:
         return False  # MOVED: the slot has another primary now
     except BaseException:

@@ -14,10 +14,10 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis
 import redis.asyncio
-from redis.crc import key_slot
 
 from tests.integration.conftest import wait_for
-from tests.support.cluster import Cluster, owner, running
+from tests.support.cluster import Cluster, running
+from tests.support.cluster_service import primary_of
 from webhook_service.embedded import EmbeddedValkey
 from webhook_service.store import keys
 from webhook_service.store.connect import async_client
@@ -37,10 +37,6 @@ async def client(cluster: Cluster) -> AsyncIterator[redis.asyncio.Redis]:
     connected = async_client(cluster.url())
     yield connected
     await connected.aclose()
-
-
-def primary_of(cluster: Cluster, bucket: int) -> EmbeddedValkey:
-    return owner(cluster, key_slot(keys.head(bucket).encode()))
 
 
 def replica_of(cluster: Cluster, primary: EmbeddedValkey) -> EmbeddedValkey:
