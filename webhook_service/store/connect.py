@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import redis
 import redis.asyncio
@@ -86,13 +86,44 @@ def async_client(url: str, timeouts: RedisTimeouts = DEFAULT_TIMEOUTS) -> redis.
             timeout=timeouts.pool,
             **timeouts.options(),
         )
+        # from_url picks the class from the scheme (TCP, TLS, unix socket).
+        pool.connection_class = closed_transport_is_lost(pool.connection_class)
         return redis.asyncio.Redis.from_pool(pool)
     # The sentinels get the same socket timeouts (redis-py passes the socket_* options on),
     # and every new connection asks them where the primary is now: after a failover, the
     # next retry lands on the promoted replica. (redis-py leaves Sentinel untyped.)
     manager = redis.asyncio.sentinel.Sentinel(sentinel.sentinels, **timeouts.options())  # type: ignore[no-untyped-call]
-    primary = manager.master_for(sentinel.service_name, retry=retry, **sentinel.primary_options())
+    primary = manager.master_for(
+        sentinel.service_name,
+        retry=retry,
+        connection_class=closed_transport_is_lost(redis.asyncio.sentinel.SentinelManagedConnection),
+        **sentinel.primary_options(),
+    )
     return cast(redis.asyncio.Redis, primary)
+
+
+_Connection = TypeVar("_Connection", bound=redis.asyncio.connection.AbstractConnection)
+
+
+def closed_transport_is_lost(base: type[_Connection]) -> type[_Connection]:
+    """``base`` whose write on a transport already closed is a connection lost.
+
+    Under uvloop, writing on a connection the peer has reset raises RuntimeError ("the
+    handler is closed"), where the standard loop's transport drops the bytes and the read
+    that follows fails with ConnectionError. redis-py maps only OSError, so the RuntimeError
+    would reach the handler as a bare 500; as a ConnectionError it is retried on a fresh
+    connection (the command never left) and, if Redis stays away, answered 503.
+    """
+
+    class ClosedTransportIsLost(base):  # type: ignore[valid-type,misc]
+        async def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
+            try:
+                await super().send_packed_command(*args, **kwargs)
+            except RuntimeError as error:  # redis-py has disconnected it already
+                raise redis.exceptions.ConnectionError(f"writing to Redis: {error}") from error
+
+    ClosedTransportIsLost.__name__ = f"ClosedTransportIsLost{base.__name__}"
+    return cast(type[_Connection], ClosedTransportIsLost)
 
 
 def sync_client(url: str, timeouts: RedisTimeouts = DEFAULT_TIMEOUTS) -> redis.Redis:
@@ -173,6 +204,10 @@ class _SettlingCluster(redis.asyncio.cluster.RedisCluster):
     async def _once(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return await super().execute_command(*args, **kwargs)
+        except RuntimeError as error:
+            # uvloop's write on a closed transport (closed_transport_is_lost): redis-py's
+            # cluster client builds its node connections from a class of its own choosing.
+            raise redis.exceptions.ConnectionError(f"writing to Redis: {error}") from error
         except AttributeError as error:
             # When a refresh of the slot table fails (a primary just died, its replica not
             # yet promoted), redis-py closes every connection of every node, those that
