@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import hmac
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,10 +22,17 @@ from aiohttp import web
 
 from signer import Verifier, WebhookVerificationError
 
+# The headers django-webhook signs with (bench/bench_django_webhook.py).
+_PEER_SIGNATURE = "Django-Webhook-Signature-v1"
+_PEER_TIMESTAMP = "Django-Webhook-Request-Timestamp"
+_PEER_UUID = "Django-Webhook-UUID"
+
 
 @dataclass
 class Sink:
     verifiers: dict[str, Verifier] = field(default_factory=dict)
+    # The same secrets as they were given, for the django-webhook baseline's own scheme.
+    secrets: dict[str, str] = field(default_factory=dict)
     # (endpoint, webhook-id, wall-clock arrival): wall clock, so the bench can compare it with
     # the moment its own process saw the 202.
     arrivals: list[tuple[str, str, float]] = field(default_factory=list)
@@ -36,22 +45,43 @@ class Sink:
     async def hook(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
         body = await request.read()
-        verifier = self.verifiers.get(name)
         try:
-            if verifier is None:
-                raise WebhookVerificationError(f"no secret for {name}")
-            verifier.verify(body, request.headers)
+            if _PEER_SIGNATURE in request.headers:
+                delivery_id = self._verify_peer(name, body, request)
+            else:
+                verifier = self.verifiers.get(name)
+                if verifier is None:
+                    raise WebhookVerificationError(f"no secret for {name}")
+                verifier.verify(body, request.headers)
+                delivery_id = request.headers["webhook-id"]
         except WebhookVerificationError:
             self.rejected += 1
             return web.Response(status=401)
         now = time.time()
-        self.arrivals.append((name, request.headers["webhook-id"], now))
+        self.arrivals.append((name, delivery_id, now))
         self.first = now if self.first is None else min(self.first, now)
         self.last = now if self.last is None else max(self.last, now)
         return web.Response()
 
+    def _verify_peer(self, name: str, body: bytes, request: web.Request) -> str:
+        """django-webhook's scheme: hex HMAC-SHA256 of ``{timestamp}:{body}`` keyed with the
+        secret's text, one per secret, comma-separated. Its only per-request id is the saved
+        object's, so that (with the webhook's UUID) names the delivery."""
+        secret = self.secrets.get(name)
+        if secret is None:
+            raise WebhookVerificationError(f"no secret for {name}")
+        signed = request.headers[_PEER_TIMESTAMP].encode() + b":" + body
+        expected = hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+        if not any(
+            hmac.compare_digest(expected, given)
+            for given in request.headers[_PEER_SIGNATURE].split(",")
+        ):
+            raise WebhookVerificationError("no signature matches")
+        return f"{request.headers[_PEER_UUID]}:{orjson.loads(body)['object']['id']}"
+
     async def set_secrets(self, request: web.Request) -> web.Response:
         secrets: dict[str, str] = orjson.loads(await request.read())
+        self.secrets.update(secrets)
         self.verifiers.update({name: Verifier([s]) for name, s in secrets.items()})
         return web.Response()
 
