@@ -141,7 +141,7 @@ def table(by_endpoints: dict[str, Any]) -> list[list[str]]:
     for endpoints, sides in by_endpoints.items():
         medians = {s: {f: sides[s][f]["median"] for f in FIGURES} for s in sides}
         for side in ("ours", "theirs"):
-            delivered = "/".join(f"{r['delivered']}/{r['expected']}" for r in sides[side]["runs"])
+            delivered = ", ".join(f"{r['delivered']}/{r['expected']}" for r in sides[side]["runs"])
             out.append(
                 [endpoints, side, f"{medians[side]['rate']:.0f}",
                  f"{medians[side]['worker_cpu_ms']:.3f}",
