@@ -183,12 +183,9 @@ class Settings(BaseSettings):
     # INFO it was 30 % of the API's CPU under ingest load, and the history API, /metrics
     # and a load balancer's own log already tell who sent what.
     access_log: bool = False
-    # The asyncio event loop of the API and of each worker's delivery thread: the standard
-    # library's, or uvloop (libuv; bench/bench_event_loop.py measures the two in one run).
-    # Not the default yet: under uvloop a write on a Redis connection the network reset
-    # raises RuntimeError, which redis-py does not turn into a ConnectionError, and the API
-    # answered a bare 500 (tests/chaos/test_network_faults.py, api-redis reset).
-    event_loop: Literal["uvloop", "asyncio"] = "asyncio"
+    # The asyncio event loop of the API and of each worker's delivery thread: uvloop (libuv)
+    # or the standard library's. bench/bench_event_loop.py measures the two in one run.
+    event_loop: Literal["uvloop", "asyncio"] = "uvloop"
 
     @field_validator("retry_schedule", mode="before")
     @classmethod

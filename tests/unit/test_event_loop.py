@@ -16,8 +16,8 @@ async def _running_loop() -> asyncio.AbstractEventLoop:
     return asyncio.get_running_loop()
 
 
-def test_the_standard_loop_is_the_default() -> None:
-    assert Settings.model_construct().event_loop == "asyncio"
+def test_uvloop_is_the_default() -> None:
+    assert Settings.model_construct().event_loop == "uvloop"
 
 
 @pytest.mark.parametrize(
