@@ -105,7 +105,8 @@ test: lint typecheck chromium postgresql prometheus tinyproxy
 # against a normal one (bench/bench_fifo.py, ~1 min); the store on a 3-primary cluster
 # against one Valkey (bench/bench_cluster.py, ~2 min); the log shipper's write rate into
 # SQLite and PostgreSQL (bench/bench_log_ship.py, ~3 min); uvloop against the standard
-# event loop (bench/bench_event_loop.py, ~3 min). bench-full: the whole
+# event loop (bench/bench_event_loop.py, ~3 min); django-webhook as a second delivery
+# baseline, in a venv of its own (bench/bench_django_webhook.py, ~4 min). bench-full: the whole
 # grid, many repeats (~25 min).
 bench: $(STAMP) postgresql
 	$(BIN)/python bench/bench_signer.py
@@ -120,6 +121,7 @@ bench: $(STAMP) postgresql
 	$(BIN)/python -m bench.bench_cluster
 	$(BIN)/python -m bench.bench_log_ship
 	$(BIN)/python -m bench.bench_event_loop
+	$(BIN)/python -m bench.bench_django_webhook --deliveries 4000 --rounds 2 --endpoints 1,10
 
 bench-full: $(STAMP)
 	$(BIN)/python bench/bench_signer.py --runs 9
@@ -130,4 +132,4 @@ bench-profile: $(STAMP)
 	$(BIN)/python -m bench.run --profile
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-django-webhook .mypy_cache .ruff_cache .hypothesis

@@ -80,7 +80,7 @@ async def peer_worker(rig: Rig, python: Path, env: dict[str, str]) -> Workers:
         **env,
     )  # fmt: skip
     pool = Workers(child, node, QUEUE, WORKERS)
-    await rig._until_ready(pool)
+    await rig.until_ready(pool)
     return pool
 
 

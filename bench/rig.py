@@ -196,10 +196,10 @@ class Rig:
             )  # fmt: skip
             pool = Workers(child, f"naive@{socket.gethostname()}", NAIVE_QUEUE, concurrency)
         self.pools[kind] = pool
-        await self._until_ready(pool)
+        await self.until_ready(pool)
         return pool
 
-    async def _until_ready(self, pool: Workers, within: float = 60.0) -> None:
+    async def until_ready(self, pool: Workers, within: float = 60.0) -> None:
         deadline = time.monotonic() + within
         while not await asyncio.to_thread(
             naive_app.control.ping, destination=[pool.node], timeout=0.5
