@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
+import dataclasses
 import socket
 import subprocess
 import sys
@@ -29,6 +29,7 @@ import orjson
 import uvloop
 
 from bench.delivery import drain, ours
+from bench.report import CPU, Row, markdown_table, text_table
 from bench.rig import Rig, Workers
 from bench.run import RESULTS, machine, save_json, scratch
 from bench.stats import spread
@@ -132,38 +133,44 @@ async def measure(
         await asyncio.to_thread(server.destroy)
 
 
-def table(by_endpoints: dict[str, Any]) -> list[list[str]]:
-    """Medians; ratios are ours ÷ theirs for the rate and theirs ÷ ours for CPU, so that
-    above 1 is ours better in every column."""
-    out = [
-        ["endpoints", "side", "deliveries/s", "worker CPU ms", "Valkey CPU ms", "delivered"],
-    ]
+# Issue 21's target: deliveries/s at least this many times the peer's.
+TARGET = 15.0
+
+
+def table(by_endpoints: dict[str, Any]) -> list[Row]:
+    """bench/report.py's rows: medians with their spread, ours beside theirs and the ratio
+    (ours ÷ theirs for the rate, theirs ÷ ours for CPU: above 1, ours better)."""
+    out: list[Row] = []
     for endpoints, sides in by_endpoints.items():
-        medians = {s: {f: sides[s][f]["median"] for f in FIGURES} for s in sides}
-        for side in ("ours", "theirs"):
-            delivered = ", ".join(f"{r['delivered']}/{r['expected']}" for r in sides[side]["runs"])
-            out.append(
-                [endpoints, side, f"{medians[side]['rate']:.0f}",
-                 f"{medians[side]['worker_cpu_ms']:.3f}",
-                 f"{medians[side]['valkey_cpu_ms']:.3f}", delivered]
-            )  # fmt: skip
-        ours_m, theirs_m = medians["ours"], medians["theirs"]
-        out.append(
-            [endpoints, "ratio", _ratio(ours_m["rate"], theirs_m["rate"]),
-             _ratio(theirs_m["worker_cpu_ms"], ours_m["worker_cpu_ms"]),
-             _ratio(theirs_m["valkey_cpu_ms"], ours_m["valkey_cpu_ms"]), ""]
-        )  # fmt: skip
+        ours_m, theirs_m = sides["ours"], sides["theirs"]
+        rate = Row(
+            "delivery",
+            f"deliveries/s, {endpoints} endpoint(s)",
+            ours_m["rate"],
+            "/s",
+            "higher",
+            theirs_m["rate"],
+            "django-webhook",
+            f"≥ {TARGET:g}x",
+        )
+        out += [
+            dataclasses.replace(rate, met=(rate.ratio or 0.0) >= TARGET),
+            Row("delivery", f"  worker CPU per delivery, {endpoints} endpoint(s)",
+                ours_m["worker_cpu_ms"], CPU, "lower", theirs_m["worker_cpu_ms"], "django-webhook"),
+            Row("delivery", f"  Valkey CPU per delivery, {endpoints} endpoint(s)",
+                ours_m["valkey_cpu_ms"], CPU, "lower", theirs_m["valkey_cpu_ms"], "django-webhook"),
+        ]  # fmt: skip
     return out
 
 
-def _ratio(above: float, below: float) -> str:
-    return f"{above / below:.1f}x" if below and not math.isnan(below) else "—"
-
-
-def markdown(cells: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(row) + " |" for row in cells]
-    lines.insert(1, "|" + "---|" * len(cells[0]))
-    return "\n".join(lines)
+def delivered(by_endpoints: dict[str, Any]) -> str:
+    """Every round's deliveries that arrived verified, of those loaded."""
+    return "; ".join(
+        f"{endpoints} endpoint(s), {side}: "
+        + ", ".join(f"{r['delivered']}/{r['expected']}" for r in sides[side]["runs"])
+        for endpoints, sides in by_endpoints.items()
+        for side in ("ours", "theirs")
+    )
 
 
 def main() -> None:
@@ -186,12 +193,9 @@ def main() -> None:
         "seconds": round(time.monotonic() - started, 1),
     }
     saved = save_json("django_webhook", result)
-    cells = table(by_endpoints)
-    (RESULTS / "django_webhook.md").write_text(markdown(cells) + "\n")
-    width = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
-    for row in cells:
-        print("  ".join(c.rjust(w) for c, w in zip(row, width, strict=True)))
-    print(f"\n{result['seconds']} s; results in {saved}")
+    rows, arrived = table(by_endpoints), f"Delivered, verified: {delivered(by_endpoints)}."
+    (RESULTS / "django_webhook.md").write_text(f"{markdown_table(rows)}\n\n{arrived}\n")
+    print(f"{text_table(rows)}\n\n{arrived}\n{result['seconds']} s; results in {saved}")
 
 
 if __name__ == "__main__":

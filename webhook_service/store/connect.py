@@ -87,7 +87,7 @@ def async_client(url: str, timeouts: RedisTimeouts = DEFAULT_TIMEOUTS) -> redis.
             **timeouts.options(),
         )
         # from_url picks the class from the scheme (TCP, TLS, unix socket).
-        pool.connection_class = closed_transport_is_lost(pool.connection_class)
+        pool.connection_class = _closed_transport_is_lost(pool.connection_class)
         return redis.asyncio.Redis.from_pool(pool)
     # The sentinels get the same socket timeouts (redis-py passes the socket_* options on),
     # and every new connection asks them where the primary is now: after a failover, the
@@ -96,7 +96,9 @@ def async_client(url: str, timeouts: RedisTimeouts = DEFAULT_TIMEOUTS) -> redis.
     primary = manager.master_for(
         sentinel.service_name,
         retry=retry,
-        connection_class=closed_transport_is_lost(redis.asyncio.sentinel.SentinelManagedConnection),
+        connection_class=_closed_transport_is_lost(
+            redis.asyncio.sentinel.SentinelManagedConnection
+        ),
         **sentinel.primary_options(),
     )
     return cast(redis.asyncio.Redis, primary)
@@ -105,7 +107,7 @@ def async_client(url: str, timeouts: RedisTimeouts = DEFAULT_TIMEOUTS) -> redis.
 _Connection = TypeVar("_Connection", bound=redis.asyncio.connection.AbstractConnection)
 
 
-def closed_transport_is_lost(base: type[_Connection]) -> type[_Connection]:
+def _closed_transport_is_lost(base: type[_Connection]) -> type[_Connection]:
     """``base`` whose write on a transport already closed is a connection lost.
 
     Under uvloop, writing on a connection the peer has reset raises RuntimeError ("the
@@ -120,10 +122,14 @@ def closed_transport_is_lost(base: type[_Connection]) -> type[_Connection]:
             try:
                 await super().send_packed_command(*args, **kwargs)
             except RuntimeError as error:  # redis-py has disconnected it already
-                raise redis.exceptions.ConnectionError(f"writing to Redis: {error}") from error
+                raise _lost(error) from error
 
     ClosedTransportIsLost.__name__ = f"ClosedTransportIsLost{base.__name__}"
     return cast(type[_Connection], ClosedTransportIsLost)
+
+
+def _lost(error: RuntimeError) -> redis.exceptions.ConnectionError:
+    return redis.exceptions.ConnectionError(f"writing to Redis: {error}")
 
 
 def sync_client(url: str, timeouts: RedisTimeouts = DEFAULT_TIMEOUTS) -> redis.Redis:
@@ -205,9 +211,9 @@ class _SettlingCluster(redis.asyncio.cluster.RedisCluster):
         try:
             return await super().execute_command(*args, **kwargs)
         except RuntimeError as error:
-            # uvloop's write on a closed transport (closed_transport_is_lost): redis-py's
+            # uvloop's write on a closed transport (_closed_transport_is_lost): redis-py's
             # cluster client builds its node connections from a class of its own choosing.
-            raise redis.exceptions.ConnectionError(f"writing to Redis: {error}") from error
+            raise _lost(error) from error
         except AttributeError as error:
             # When a refresh of the slot table fails (a primary just died, its replica not
             # yet promoted), redis-py closes every connection of every node, those that
