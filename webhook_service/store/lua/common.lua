@@ -44,9 +44,6 @@ end
 local function delivery_created(id, d_created)
   return tonumber(d_created) or id_time(id)
 end
-local function delivery_type(id, d_type, d_event)
-  return d_type or redis.call('HGET', K.event .. delivery_event(id, d_event), 'type')
-end
 
 -- An event's dlvs field: its deliveries, comma separated; one whose id starts with the
 -- event's body by its tail only (the rest of its id), a replay's by its whole id
@@ -76,18 +73,23 @@ local function opt_number(v)
   if v then return tonumber(v) end
 end
 
--- A delivery's state after a change, with the attempt that made it, if one did.
-local function log_state(id, attempt_json)
-  local d = redis.call('HMGET', K.delivery .. id, 'status', 'attempts', 'updated', 'next_at',
-    'code', 'error', 'class')
-  local rec = {d = id, s = d[1], n = tonumber(d[2]), u = tonumber(d[3]),
-    c = opt_number(d[5]), e = d[6] or nil, k = d[7] or nil}
-  if d[1] == 'pending' then rec.na = opt_number(d[4]) end
+-- A delivery's state after a change, with the attempt that made it, if one did: given
+-- the delivery's fields as its hash now holds them (nil or false for one it lacks; record.lua
+-- has them at hand), or read from the hash (log_state).
+local function log_fields(id, attempt_json, status, attempts, updated, next_at, code, err, class)
+  local rec = {d = id, s = status, n = tonumber(attempts), u = tonumber(updated),
+    c = opt_number(code), e = err or nil, k = class or nil}
+  if status == 'pending' then rec.na = opt_number(next_at) end
   if attempt_json then
     redis.call('XADD', K.outbox, '*', LOG.state, cjson.encode(rec), LOG.attempt, attempt_json)
   else
     redis.call('XADD', K.outbox, '*', LOG.state, cjson.encode(rec))
   end
+end
+local function log_state(id, attempt_json)
+  local d = redis.call('HMGET', K.delivery .. id, 'status', 'attempts', 'updated', 'next_at',
+    'code', 'error', 'class')
+  log_fields(id, attempt_json, unpack(d, 1, 7))
 end
 
 -- New deliveries, as {id, endpoint, status} rows for an event or a replay record.
@@ -129,9 +131,13 @@ end
 -- A delivery no longer pending (it ended). If it headed its endpoint's line, the next one
 -- becomes the head, due at its own next_at (a scheduled one's time) or now; it is returned
 -- so that the caller may lease it in the same step (record.lua).
-local function pending_out(ep, id, now)
-  if redis.call('EXISTS', K.endpoint .. ep) == 1 then redis.call('INCRBY', K.backlog .. ep, -1) end
-  if redis.call('HGET', K.delivery .. id, 'fifo') ~= '1' then return nil end
+-- Whether the endpoint exists and the delivery's fifo field are read here unless the caller
+-- has them (record.lua), to spare the reads: ep_exists true or false, fifo '1' or false.
+local function pending_out(ep, id, now, ep_exists, fifo)
+  if ep_exists == nil then ep_exists = redis.call('EXISTS', K.endpoint .. ep) == 1 end
+  if ep_exists then redis.call('INCRBY', K.backlog .. ep, -1) end
+  if fifo == nil then fifo = redis.call('HGET', K.delivery .. id, 'fifo') end
+  if fifo ~= '1' then return nil end
   redis.call('HDEL', K.delivery .. id, 'fifo')
   local line = K.fifo .. ep
   if redis.call('LINDEX', line, 0) ~= id then
@@ -409,10 +415,12 @@ end
 -- to the operator's endpoints); the default application is where a single-tenant
 -- deployment keeps every endpoint, whose hanging ones must not hold the others' sends back
 -- (the endpoint's own cap keeps them apart, as before applications).
-local function capped_app(event_id)
-  local app = redis.call('HGET', K.event .. event_id, 'app')
+local function capped(app)
   if not app or app == DEFAULT_APP.id then return '' end
   return app
+end
+local function capped_app(event_id)
+  return capped(redis.call('HGET', K.event .. event_id, 'app'))
 end
 
 -- Whether the application holds app_max leases already. Expired ones are dropped first: a

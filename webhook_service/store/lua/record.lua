@@ -44,14 +44,17 @@ local ep_budget = tonumber(ARGV[20])  -- the endpoint's own attempt budget (the 
 
 local key = K.delivery .. id
 local d = redis.call('HMGET', key, 'lease', 'status', 'attempts', 'budget', 'endpoint', 'type',
-  'event', 'created')
+  'event', 'created', 'fifo')
 if d[1] ~= token or d[2] ~= 'pending' then return {'stale'} end
 local ep, event_id = delivery_endpoint(id, d[5]), delivery_event(id, d[7])
-local etype = delivery_type(id, d[6], d[7])
 local attempts = tonumber(d[3]) + 1
+-- The event's type, where the delivery leaves it out (common.lua, "Fields a hash leaves
+-- out"), and its application, in one read.
+local ev = redis.call('HMGET', K.event .. event_id, 'type', 'app')
+local etype = d[6] or ev[1]
 
--- The application's slot, if the lease took one (common.lua capped_app: '' for none).
-local app = capped_app(event_id)
+-- The application's slot, if the lease took one (common.lua capped: '' for none).
+local app = capped(ev[2])
 redis.call('ZREM', K.inflight .. ep, id)
 if app ~= '' then redis.call('ZREM', K.app_inflight .. app, id) end
 -- The freed slots go to the endpoint's longest-parked delivery and the application's. Given
@@ -73,7 +76,9 @@ if next_token == '' then
 end
 
 local ep_key = K.endpoint .. ep
-local ep_exists = redis.call('EXISTS', ep_key) == 1
+-- Whether it exists (an endpoint always has a url) and its health, in one read.
+local health = redis.call('HMGET', ep_key, 'url', 'troubled', 'failing_since')
+local ep_exists = health[1] ~= false
 -- Operational events about operational events could chase each other forever.
 local tell = ep_exists and not OPS_TYPES[etype]
 
@@ -87,10 +92,9 @@ local status
 if outcome == 'ok' then
   status = 'succeeded'
   redis.call('ZREM', K.due, id)
-  if ep_exists then
-    local troubled = redis.call('HGET', ep_key, 'troubled')
+  if ep_exists and (health[2] or health[3]) then
     redis.call('HDEL', ep_key, 'failing_since', 'troubled')
-    if troubled and tell then emit_ops(ctx, 'endpoint.recovered', {endpoint_id = ep}) end
+    if health[2] and tell then emit_ops(ctx, 'endpoint.recovered', {endpoint_id = ep}) end
   end
 else
   if ep_exists then redis.call('HSETNX', ep_key, 'failing_since', now) end
@@ -111,8 +115,9 @@ else
           last_status_code = tonumber(code) or cjson.null,
           last_error = (err ~= '' and err) or cjson.null})
       end
-      local since = tonumber(redis.call('HGET', ep_key, 'failing_since'))
-      if since and now - since >= disable_after then disabled('failing') end
+      -- As the HSETNX above left it.
+      local since = tonumber(health[3]) or now
+      if now - since >= disable_after then disabled('failing') end
     end
   else
     status = 'pending'
@@ -142,8 +147,10 @@ redis.call('HDEL', key, unpack(dead))
 count_outcome(status)
 -- A FIFO line's next head, due now that this one ended: leased below like a parked one.
 local next_head = nil
-if status ~= 'pending' then next_head = pending_out(ep, id, now) end
-log_state(id, attempt_json)
+if status ~= 'pending' then next_head = pending_out(ep, id, now, ep_exists, d[9]) end
+-- The fields as the HSET and HDEL above left them.
+log_fields(id, attempt_json, status, attempts, now, status == 'pending' and now + delay,
+  code ~= '' and code, err ~= '' and err, class)
 local created = delivery_created(id, d[8])
 local out = {status, attempts, created}
 if next_token == '' then return out end
