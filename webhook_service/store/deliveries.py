@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 
 from webhook_service.ids import delivery_event, delivery_tail, id_time_ms, new_id, tail_endpoint
 from webhook_service.store import keys
+from webhook_service.store.batch import ScriptBatch
 from webhook_service.store.endpoints import decode_schedule, decode_timeout
 from webhook_service.store.scripts import Scripts
 from webhook_service.store.states import Status, shown_status
@@ -376,6 +377,7 @@ class DeliveryStore:
         self._redis = redis
         self._scripts = scripts
         self._app_concurrency = app_concurrency
+        self._records = ScriptBatch(scripts, "record")
 
     async def lease(
         self, ids: Sequence[str], token: str, now_ms: int, lease_ms: int, max_in_flight: int
@@ -411,7 +413,7 @@ class DeliveryStore:
             delivery_id, token, now_ms, attempt, outcome, delay_ms, health, next_lease,
             self._app_concurrency, budget,
         )  # fmt: skip
-        return Recorded.parse(await self._scripts.run("record", args.keys(), args.argv()))
+        return Recorded.parse(await self._records.run(args.keys(), args.argv()))
 
     async def add_counts(self, batch: AttemptCounts) -> None:
         """Add counted attempts to the metrics and the endpoints' windows (store/counts.py):

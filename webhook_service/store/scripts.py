@@ -28,6 +28,7 @@ importing, and the cluster client (store/connect.py) tries again until the move 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Sequence
 from functools import cache
@@ -36,6 +37,8 @@ from typing import Any, cast
 
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
+from redis.asyncio.client import Pipeline as AsyncPipeline
+from redis.client import Pipeline
 from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
@@ -202,30 +205,70 @@ class Scripts:
         """One call of the script per (keys, args), in one round trip (a pipeline, not a
         transaction: each call is its own atomic step, of its own bucket). A server that lost
         the script answers each call NOSCRIPT, having run none: it is loaded and those are
-        sent again."""
+        sent again. The first call the server refused raises."""
         client = cast(Redis, self._client)
         if isinstance(client, RedisCluster):
             # redis-py's cluster pipeline runs no script: a call each, each to its node.
             return [self.run_sync(name, script_keys, args) for script_keys, args in calls]
-        sha = self._sha[name]
         replies: list[Any] = [None] * len(calls)
         todo = list(range(len(calls)))
         for _ in range(2):
             with client.pipeline(transaction=False) as pipe:
-                for i in todo:
-                    script_keys, args = calls[i]
-                    pipe.evalsha(sha, len(script_keys), *script_keys, *args)
-                answers = pipe.execute(raise_on_error=False)
-            missing = []
-            for i, answer in zip(todo, answers, strict=True):
-                if isinstance(answer, NoScriptError):
-                    missing.append(i)
-                elif isinstance(answer, Exception):
-                    raise answer
-                else:
-                    replies[i] = answer
-            if not missing:
+                self._queue(pipe, name, calls, todo)
+                todo = _placed(todo, pipe.execute(raise_on_error=False), replies)
+            if not todo:
+                for reply in replies:
+                    if isinstance(reply, Exception):
+                        raise reply
                 return replies
             client.script_load(source(name))
-            todo = missing
         raise NoScriptError(f"{name}: the server lost the script again while it was loaded")
+
+    async def run_many(
+        self, name: str, calls: Sequence[tuple[Sequence[str], Sequence[ArgT]]]
+    ) -> list[Any]:
+        """run_many_sync's round trip on the async client, except that a call the server
+        refused leaves its error in its place, for its own caller (store/batch.py), and the
+        others' replies stand. A lost connection raises for all."""
+        if self._cluster:
+            # As in run_many_sync, a call each; at once, and each to its node.
+            return list(
+                await asyncio.gather(
+                    *(self.run(name, k, a) for k, a in calls), return_exceptions=True
+                )
+            )
+        client = cast(AsyncRedis, self._client)
+        replies: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        for _ in range(2):
+            async with client.pipeline(transaction=False) as pipe:
+                self._queue(pipe, name, calls, todo)
+                todo = _placed(todo, await pipe.execute(raise_on_error=False), replies)
+            if not todo:
+                return replies
+            await client.script_load(source(name))
+        raise NoScriptError(f"{name}: the server lost the script again while it was loaded")
+
+    def _queue(
+        self,
+        pipe: Pipeline | AsyncPipeline,
+        name: str,
+        calls: Sequence[tuple[Sequence[str], Sequence[ArgT]]],
+        todo: Sequence[int],
+    ) -> None:
+        sha = self._sha[name]
+        for i in todo:
+            script_keys, args = calls[i]
+            pipe.evalsha(sha, len(script_keys), *script_keys, *args)
+
+
+def _placed(todo: Sequence[int], answers: Sequence[Any], replies: list[Any]) -> list[int]:
+    """Each answer of the calls ``todo`` in its place in ``replies``; returns the calls the
+    server answered NOSCRIPT (it ran none of them), to be sent again."""
+    missing = []
+    for i, answer in zip(todo, answers, strict=True):
+        if isinstance(answer, NoScriptError):
+            missing.append(i)
+        else:
+            replies[i] = answer
+    return missing
