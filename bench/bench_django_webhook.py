@@ -14,24 +14,21 @@ bench/results/django_webhook.json and .md.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
-import uvloop
 
 from bench.delivery import drain, ours
 from bench.report import CPU, Row, markdown_table, text_table
 from bench.rig import Rig, Workers
-from bench.run import RESULTS, machine, save_json, scratch
+from bench.run import RESULTS, run_widths, widths_parser
 from bench.stats import spread
 from signer import generate_secret
 from tests.support.postgres import SUPERUSER, Postgres, start_postgres
@@ -174,25 +171,9 @@ def delivered(by_endpoints: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--deliveries", type=int, default=4000)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--endpoints", default="1,10", help="comma list of endpoint counts")
-    parser.add_argument("--keep", action="store_true", help="keep the processes' logs and data")
-    args = parser.parse_args()
-    counts = [int(n) for n in args.endpoints.split(",")]
-    started = time.monotonic()
-    with scratch("whs-bench-dwh-", args.keep) as directory:
-        by_endpoints = uvloop.run(measure(directory, counts, args.deliveries, args.rounds))
-    result = {
-        "machine": machine(),
-        "deliveries": args.deliveries,
-        "rounds": args.rounds,
-        "workers": WORKERS,
-        "by_endpoints": by_endpoints,
-        "seconds": round(time.monotonic() - started, 1),
-    }
-    saved = save_json("django_webhook", result)
+    args = widths_parser(__doc__, deliveries=4000).parse_args()
+    result, saved = run_widths("django_webhook", args, measure, workers=WORKERS)
+    by_endpoints = result["by_endpoints"]
     rows, arrived = table(by_endpoints), f"Delivered, verified: {delivered(by_endpoints)}."
     (RESULTS / "django_webhook.md").write_text(f"{markdown_table(rows)}\n\n{arrived}\n")
     print(f"{text_table(rows)}\n\n{arrived}\n{result['seconds']} s; results in {saved}")

@@ -16,19 +16,17 @@ docs/benchmarks.md, "Valkey's cost per script call".
 
 from __future__ import annotations
 
-import argparse
 import secrets
 import time
 from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aredis
-import uvloop
 
 from bench.http_load import closed_loop
 from bench.report import Row, markdown_table, text_table
 from bench.rig import Rig
-from bench.run import RESULTS, machine, save_json, scratch
+from bench.run import RESULTS, run_widths, widths_parser
 from bench.stats import spread
 from webhook_service.store import keys
 from webhook_service.store.deliveries import (
@@ -178,25 +176,9 @@ def table(result: dict[str, Any]) -> list[Row]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--deliveries", type=int, default=3000, help="per endpoint count")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--endpoints", default="1,10", help="comma list of endpoint counts")
-    parser.add_argument("--keep", action="store_true", help="keep the processes' logs and data")
-    args = parser.parse_args()
-    counts = [int(n) for n in args.endpoints.split(",")]
-    started = time.monotonic()
-    with scratch("whs-bench-vcost-", args.keep) as directory:
-        by_endpoints = uvloop.run(measure(directory, counts, args.deliveries, args.rounds))
-    result = {
-        "machine": machine(),
-        "deliveries": args.deliveries,
-        "rounds": args.rounds,
-        "by_endpoints": by_endpoints,
-        "seconds": round(time.monotonic() - started, 1),
-    }
-    saved = save_json("valkey_cost", result)
-    rows = table(by_endpoints)
+    args = widths_parser(__doc__, deliveries=3000).parse_args()
+    result, saved = run_widths("valkey_cost", args, measure)
+    rows = table(result["by_endpoints"])
     (RESULTS / "valkey_cost.md").write_text(markdown_table(rows) + "\n")
     print(f"{text_table(rows)}\n\n{result['seconds']} s; results in {saved}")
 

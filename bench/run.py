@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -85,6 +85,40 @@ def save_json(stem: str, result: dict[str, Any]) -> Path:
     path = RESULTS / f"{stem}.json"
     path.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
     return path
+
+
+# A bench at several endpoint counts: measure(directory, counts, deliveries, rounds).
+WidthsMeasure = Callable[[Path, list[int], int, int], Coroutine[Any, Any, dict[str, Any]]]
+
+
+def widths_parser(doc: str, deliveries: int) -> argparse.ArgumentParser:
+    """The arguments of a bench run at several endpoint counts, ``run_widths``'s."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--deliveries", type=int, default=deliveries)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--endpoints", default="1,10", help="comma list of endpoint counts")
+    parser.add_argument("--keep", action="store_true", help="keep the processes' logs and data")
+    return parser
+
+
+def run_widths(
+    stem: str, args: argparse.Namespace, measure: WidthsMeasure, **about: Any
+) -> tuple[dict[str, Any], Path]:
+    """``measure`` under uvloop in a scratch directory, its result with the machine, the
+    arguments, ``about`` and the time taken; saved as bench/results/<stem>.json."""
+    counts = [int(n) for n in args.endpoints.split(",")]
+    started = time.monotonic()
+    with scratch(f"whs-bench-{stem}-", args.keep) as directory:
+        by_endpoints = uvloop.run(measure(directory, counts, args.deliveries, args.rounds))
+    result = {
+        "machine": machine(),
+        "deliveries": args.deliveries,
+        "rounds": args.rounds,
+        **about,
+        "by_endpoints": by_endpoints,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    return result, save_json(stem, result)
 
 
 async def _run(plan: Plan, phases: Sequence[str], profiling: bool, keep: bool) -> dict[str, Any]:
