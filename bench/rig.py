@@ -55,8 +55,8 @@ _KOMBU_KEYS = ("unacked", "unacked_index", "unacked_mutex")
 
 
 Kind = Literal["ours", "naive"]
-
-
+# Endpoints one application may hold: the fan-out phase's widest event goes to 1 000 of the
+# default application's, ten times the service's default cap.
 _MOST_ENDPOINTS = 2000
 
 
@@ -111,8 +111,6 @@ class Rig:
             "WEBHOOK_PORT": str(api_port),
             "WEBHOOK_LOG_LEVEL": log_level,
             "WEBHOOK_DATA_DIR": str(data_dir),
-            # The fan-out phase's widest event goes to 1 000 endpoints of one application,
-            # ten times the default cap.
             "WEBHOOK_MAX_ENDPOINTS_PER_APP": str(_MOST_ENDPOINTS),
             **(settings or {}),
             "NAIVE_BROKER_URL": valkey.url,

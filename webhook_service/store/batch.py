@@ -47,6 +47,11 @@ class ScriptBatch:
             replies = await self._scripts.run_many(self._name, [(k, a) for k, a, _ in calls])
         except Exception as exc:  # every caller gets it, and decides
             replies = [exc] * len(calls)
+        except asyncio.CancelledError:
+            # The loop is closing: no caller may wait on a round trip that will not end.
+            for _, _, future in calls:
+                future.cancel()
+            raise
         for (_, _, future), reply in zip(calls, replies, strict=True):
             if future.done():  # its caller was cancelled
                 continue

@@ -207,7 +207,7 @@ durability:mark              chan   pub/sub, nothing stored: strict mode publish
 ===========================  =====  ==================================================
 
 (**) Derived fields: a hash leaves out what its id says, and readers take it from there
-(common.lua delivery_event / delivery_endpoint / delivery_created / delivery_type,
+(common.lua delivery_event / delivery_endpoint / delivery_created, record.lua's etype,
 DeliveryRecord.from_hash and DeliveryStore._read, EventStore.get). ``created`` is written
 only when it differs from the time in the id (ids.id_time_ms), which it never does for ids
 made with the same clock reading. A delivery's ``endpoint`` is named by its id's tail

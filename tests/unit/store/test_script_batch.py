@@ -18,10 +18,11 @@ class Server(Scripts):
     """Answers each call with its first argument, or with the error a call asks for; never
     connects (the client is never used)."""
 
-    def __init__(self, down: bool = False) -> None:
+    def __init__(self, down: bool = False, closing: bool = False) -> None:
         super().__init__(Redis())
         self.round_trips: list[list[str]] = []
         self.down = down
+        self.closing = closing  # the round trip is cancelled, as when the loop closes
 
     async def run_many(
         self, name: str, calls: Sequence[tuple[Sequence[str], Sequence[ArgT]]]
@@ -31,6 +32,8 @@ class Server(Scripts):
         await asyncio.sleep(0)  # the reply comes in a later turn, as from a socket
         if self.down:
             raise ConnectionError("reset by peer")
+        if self.closing:
+            raise asyncio.CancelledError
         return [ResponseError("refused") if a[0] == "bad" else f"ok {a[0]}" for _, a in calls]
 
 
@@ -79,3 +82,11 @@ async def test_a_cancelled_caller_leaves_the_others_their_replies() -> None:
     with pytest.raises(asyncio.CancelledError):
         await gone
     assert server.round_trips == [["a", "b"]]
+
+
+async def test_a_cancelled_round_trip_leaves_no_caller_waiting() -> None:
+    batch = ScriptBatch(Server(closing=True), "record")
+    replies = await asyncio.gather(
+        batch.run(["k"], ["a"]), batch.run(["k"], ["b"]), return_exceptions=True
+    )
+    assert [type(r) for r in replies] == [asyncio.CancelledError, asyncio.CancelledError]
