@@ -23,6 +23,7 @@ as mark 0, as do ids that are no time-sortable id at all (``app_default``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 import threading
@@ -35,6 +36,8 @@ _RANDOM_LEN = 14
 _BODY_LEN = _TIME_LEN + _MARK_LEN + _RANDOM_LEN  # 26
 MARKS = 1 << (5 * _MARK_LEN)  # 1024
 _RANDOM_MAX = (1 << (5 * _RANDOM_LEN)) - 1
+_AFTER_MARK = 5 * _RANDOM_LEN  # bits after an id's mark
+_AFTER_TIME = 5 * (_MARK_LEN + _RANDOM_LEN)  # and after its time
 # (prefix, mark) -> the millisecond and random part of the last id made with them here.
 _last: dict[tuple[str, int], tuple[int, int]] = {}
 _last_lock = threading.Lock()  # the scheduler's shipper and a worker's loop are threads
@@ -46,28 +49,39 @@ def set_epoch(ms: int) -> None:
     """The store's bucket epoch (store/schema.py reads it at start-up; migrate sets it)."""
     global _epoch_ms  # one store per process, read at its start
     _epoch_ms = ms
+    mark_of.cache_clear()  # what it read before the epoch was known
 
 
 def epoch() -> int:
     return _epoch_ms
 
 
+# Two characters per 10 bits: every length encoded here is even, and a lookup per pair is
+# what keeps an id (three per recorded attempt, one per event) cheap to make.
+_PAIRS = tuple(a + b for a in _ALPHABET for b in _ALPHABET)
+# Crockford's digits as the ones int() reads in base 32; every other ASCII character as one
+# it refuses (int() would take lowercase letters, "_", signs and spaces).
+_TO_INT = str.maketrans(
+    {chr(c): "!" for c in range(128)}
+    | {char: "0123456789abcdefghijklmnopqrstuv"[value] for value, char in enumerate(_ALPHABET)}
+)
+
+
 def _encode(value: int, length: int) -> str:
-    chars = []
-    for _ in range(length):
-        chars.append(_ALPHABET[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    pairs = []
+    for _ in range(length // 2):
+        pairs.append(_PAIRS[value & 1023])
+        value >>= 10
+    return "".join(reversed(pairs))
 
 
 def _decode(text: str) -> int | None:
-    value = 0
-    for char in text:
-        digit = _ALPHABET.find(char)
-        if digit < 0:
-            return None
-        value = value * 32 + digit
-    return value
+    if not text.isascii():
+        return None  # int() reads other scripts' digits too
+    try:
+        return int(text.translate(_TO_INT), 32)
+    except ValueError:
+        return None
 
 
 def random_mark() -> int:
@@ -94,20 +108,20 @@ def new_id(prefix: str, now_ms: int | None = None, *, mark: int = 0) -> str:
         else:
             random = secrets.randbits(5 * _RANDOM_LEN)
         _last[prefix, mark] = (ms, random)
-    return (
-        f"{prefix}_{_encode(ms, _TIME_LEN)}{_encode(mark, _MARK_LEN)}{_encode(random, _RANDOM_LEN)}"
-    )
+    return f"{prefix}_{_encode((ms << _AFTER_TIME) | (mark << _AFTER_MARK) | random, _BODY_LEN)}"
 
 
+# Remembered: the path of one delivery asks for the bucket of its delivery, event and
+# endpoint ids a dozen times, and an endpoint's for every delivery to it.
+@functools.lru_cache(maxsize=8192)
 def mark_of(identifier: str) -> int:
     """The mark an id carries: its application's. 0 for an id made before the store had
     buckets (older than the epoch) and for one that is no time-sortable id."""
     body = identifier.partition("_")[2]
-    made = _decode(body[:_TIME_LEN])
-    mark = _decode(body[_TIME_LEN : _TIME_LEN + _MARK_LEN])
-    if made is None or mark is None or len(body) < _BODY_LEN or made < _epoch_ms:
+    head = _decode(body[: _TIME_LEN + _MARK_LEN]) if len(body) >= _BODY_LEN else None
+    if head is None or head >> (5 * _MARK_LEN) < _epoch_ms:
         return 0
-    return mark
+    return head & (MARKS - 1)
 
 
 def id_bound(prefix: str, ms: int, *, upper: bool) -> str:
@@ -116,11 +130,10 @@ def id_bound(prefix: str, ms: int, *, upper: bool) -> str:
 
 
 def id_time_ms(identifier: str) -> int:
-    body = identifier.partition("_")[2][:10]
-    value = 0
-    for char in body:
-        value = value * 32 + _ALPHABET.index(char)
-    return value
+    made = _decode(identifier.partition("_")[2][:_TIME_LEN])
+    if made is None:
+        raise ValueError(f"{identifier!r} holds no time")
+    return made
 
 
 def seq_tail(seq: int) -> str:

@@ -232,6 +232,19 @@ def test_what_is_no_time_sortable_id_reads_as_mark_0() -> None:
     assert mark_of("ep_1") == 0 and mark_of("nothing") == 0 and mark_of("") == 0
 
 
+@pytest.mark.parametrize("stranger", ["a", "_", " ", "+", "-", "I", "L", "O", "U", "\u0663"])
+def test_a_character_outside_crockfords_alphabet_makes_no_id(stranger: str) -> None:
+    # In the time or the mark, where int() in base 32 would read lowercase letters, signs,
+    # underscores, spaces and other scripts' digits as digits.
+    made = new_id("msg", 1_700_000_000_000, mark=45)
+    for at in (4, 13, 15):
+        broken = made[:at] + stranger + made[at + 1 :]
+        assert mark_of(broken) == 0
+        if at < 14:
+            with pytest.raises(ValueError):
+                id_time_ms(broken)
+
+
 def test_an_id_older_than_the_epoch_has_no_mark_yet_reads_as_mark_0() -> None:
     old = new_id("msg", 1_700_000_000_000, mark=45)  # random characters stood there
     new = new_id("msg", 1_700_000_000_010, mark=45)

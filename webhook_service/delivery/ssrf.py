@@ -375,6 +375,9 @@ def _as_network(value: str | IPNetwork) -> IPNetwork:
     return ipaddress.ip_network(value)
 
 
+_PASSED_KEPT = 4096  # URLs Guard.check_url remembers having passed
+
+
 class Guard:
     """Decides whether a webhook destination may be contacted.
 
@@ -402,6 +405,9 @@ class Guard:
         )
         self.https_only = https_only
         self.resolver = resolver
+        # URLs check_url passed, oldest first: a worker sends to the same few thousand
+        # over and over, and the check is pure (this guard's settings never change).
+        self._passed: dict[str, None] = {}
 
     # -- addresses ---------------------------------------------------------
 
@@ -545,9 +551,15 @@ class Guard:
         Raises :class:`DestinationBlocked`.  Localhost-like names are refused here
         only when there is no allow-list; otherwise the decision needs DNS.
         """
-        parsed = self._parse(url)
+        text = str(url)
+        if text in self._passed:
+            return
+        parsed = self._parse(text)
         assert parsed.raw_host is not None  # _parse guarantees a host
         self._check_host(parsed.raw_host)
+        self._passed[text] = None
+        if len(self._passed) > _PASSED_KEPT:
+            del self._passed[next(iter(self._passed))]
 
     def _check_resolved(self, host: str, addresses: Sequence[str]) -> None:
         if _is_localhost_name(host):

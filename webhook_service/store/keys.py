@@ -266,7 +266,13 @@ def tag(bucket: int) -> str:
 
 def head(bucket: int) -> str:
     """What every key of the bucket starts with: the prefix and the bucket's hash tag."""
-    return f"{PREFIX}{tag(bucket)}:"
+    if not 0 <= bucket < BUCKETS:
+        tag(bucket)  # refuses it
+    return _HEADS[bucket]
+
+
+# Made once: a delivery's path names a dozen keys.
+_HEADS = tuple(f"{PREFIX}{tag(bucket)}:" for bucket in range(BUCKETS))
 
 
 def slot_guard(key: str) -> str | None:

@@ -14,9 +14,11 @@ from contextlib import asynccontextmanager
 import aiohttp
 import pytest
 from aiohttp import web
+from yarl import URL
 
 from tests.support.fake_dns import FakeResolver
 from webhook_service.delivery.ssrf import (
+    _PASSED_KEPT,
     REASONS,
     DestinationBlocked,
     Guard,
@@ -153,6 +155,32 @@ def test_hostile_table_is_large_enough() -> None:
 @pytest.mark.parametrize("url", PUBLIC)
 def test_public_urls_pass(url: str) -> None:
     Guard().check_url(url)
+
+
+def test_a_url_passed_once_is_not_checked_again_and_a_blocked_one_always_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    guard = Guard()
+    parsed: list[str] = []
+    parse = guard._parse
+
+    def counting(url: str | URL) -> URL:
+        parsed.append(str(url))
+        return parse(url)
+
+    monkeypatch.setattr(guard, "_parse", counting)
+    for _ in range(3):
+        guard.check_url("https://example.com/hook")
+        with pytest.raises(DestinationBlocked):
+            guard.check_url("http://127.0.0.1/hook")
+    assert parsed == ["https://example.com/hook"] + ["http://127.0.0.1/hook"] * 3
+    # It keeps a bounded number: the oldest is checked afresh once that many others passed.
+    for n in range(_PASSED_KEPT):
+        guard.check_url(f"https://example.com/{n}")
+    parsed.clear()
+    guard.check_url("https://example.com/hook")
+    guard.check_url(f"https://example.com/{_PASSED_KEPT - 1}")
+    assert parsed == ["https://example.com/hook"]
 
 
 def test_https_only() -> None:
