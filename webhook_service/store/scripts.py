@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from functools import cache
 from importlib.resources import files
 from typing import Any, cast
@@ -46,6 +47,7 @@ from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
 from webhook_service.store.applications import DEFAULT_APP_ID, DEFAULT_APP_NAME, DEFAULT_APP_UID
 from webhook_service.store.connect import is_cluster
+from webhook_service.store.lua_link import Definition, definitions, needed
 from webhook_service.store.states import FINAL_STATUSES
 
 # What a script's ARGV holds (redis-py encodes each).
@@ -108,9 +110,8 @@ def guarded(script_keys: Sequence[str]) -> list[str]:
 _K_TABLE = """local HEAD
 local function bucket_head()
   if not HEAD then
-    local tag = string.match(KEYS[1] or '', '^' .. PREFIX_PATTERN .. '{(b%d+)}:')
-    if not tag then return error('KEYS[1] is no key of a bucket: ' .. tostring(KEYS[1])) end
-    HEAD = PREFIX .. '{' .. tag .. '}:'
+    HEAD = string.match(KEYS[1] or '', HEAD_PATTERN)
+    if not HEAD then return error('KEYS[1] is no key of a bucket: ' .. tostring(KEYS[1])) end
   end
   return HEAD
 end
@@ -124,41 +125,58 @@ end})
 local function in_default_bucket() return bucket_head() == DEFAULT_HEAD end"""
 
 
-@cache
-def source(name: str) -> str:
-    folder = files("webhook_service.store") / "lua"
-    shebang, body = (folder / f"{name}.lua").read_text().split("\n", 1)
-    if shebang not in SHEBANGS:
-        raise ValueError(f"{name}.lua must begin with one of {SHEBANGS}, not {shebang!r}")
-    table = ", ".join(
-        f"{field} = {_lua_string(value)}"
-        for field, value in keys.LUA_KEYS.items()
-        if field not in keys.LUA_PARTS
+# K's templates a script names (K.<name>): the only ones its KT holds.
+_K_NAME = re.compile(r"\bK\.([A-Za-z_]\w*)")
+
+
+def _key_table(names: Iterable[str]) -> str:
+    templates = ", ".join(
+        f"{name} = {_lua_string(keys.LUA_KEYS[name])}"
+        for name in sorted(set(names))
+        if name in keys.LUA_KEYS and name not in keys.LUA_PARTS
     )
+    return f"local KT = {{{templates}}}"
+
+
+@cache
+def preamble() -> tuple[Definition, ...]:
+    """Every definition a script may use: the tables made from keys.py and the rest, then
+    common.lua's helpers. Each script links those it names (store/lua_link.py), and its KT
+    holds only the key templates it names: a table is built anew on every call too."""
     # The parts of a name (an infix, a suffix) are K's as they are, under no head.
     parts = ", ".join(
         f"{field} = {_lua_string(keys.LUA_KEYS[field])}" for field in sorted(keys.LUA_PARTS)
     )
     ops = ", ".join(f"[{_lua_string(name)}] = true" for name in OPERATIONAL_EVENT_TYPES)
-    pattern = "".join(f"%{c}" if not c.isalnum() else c for c in keys.PREFIX)
-    return "\n".join(
-        (
-            shebang,
-            f"local PREFIX = {_lua_string(keys.PREFIX)}",
-            f"local PREFIX_PATTERN = {_lua_string(pattern)}",
-            f"local DEFAULT_HEAD = {_lua_string(keys.head(keys.DEFAULT_BUCKET))}",
-            f"local KT = {{{table}}}",
-            f"local KP = {{{parts}}}",
-            _K_TABLE,
-            f"local OPS_TYPES = {{{ops}}}",
-            f"local LOG = {{{_outbox_fields()}}}",
-            f"local FINAL = {{{_final()}}}",
-            f"local TTL = {{{', '.join(f'{k} = {v}' for k, v in keys.WINDOW_TTL.items())}}}",
-            f"local DEFAULT_APP = {{{_default_app()}}}",
-            (folder / "common.lua").read_text(),
-            body,
-        )
+    # A bucket's head, as keys.head spells it: the prefix (its punctuation escaped) and tag.
+    prefix = "".join(f"%{c}" if not c.isalnum() else c for c in keys.PREFIX)
+    generated = (
+        f"local HEAD_PATTERN = {_lua_string(f'^({prefix}{{b%d+}}:)')}",
+        f"local DEFAULT_HEAD = {_lua_string(keys.head(keys.DEFAULT_BUCKET))}",
+        _key_table(keys.LUA_KEYS),
+        f"local KP = {{{parts}}}",
+        _K_TABLE,
+        f"local OPS_TYPES = {{{ops}}}",
+        f"local LOG = {{{_outbox_fields()}}}",
+        f"local FINAL = {{{_final()}}}",
+        f"local TTL = {{{', '.join(f'{k} = {v}' for k, v in keys.WINDOW_TTL.items())}}}",
+        f"local DEFAULT_APP = {{{_default_app()}}}",
     )
+    common = (files("webhook_service.store") / "lua" / "common.lua").read_text()
+    return tuple(definitions("\n".join((*generated, common))))
+
+
+@cache
+def source(name: str) -> str:
+    shebang, body = (
+        (files("webhook_service.store") / "lua" / f"{name}.lua").read_text().split("\n", 1)
+    )
+    if shebang not in SHEBANGS:
+        raise ValueError(f"{name}.lua must begin with one of {SHEBANGS}, not {shebang!r}")
+    linked = needed(preamble(), body)
+    named = _K_NAME.findall("\n".join([*(d.text for d in linked), body]))
+    texts = (_key_table(named) if d.name == "KT" else d.text for d in linked)
+    return "\n".join((shebang, *texts, body))
 
 
 class Scripts:

@@ -13,7 +13,7 @@ from webhook_service.ids import delivery_id, new_id
 from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
 from webhook_service.store.applications import DEFAULT_APP_ID, DEFAULT_APP_NAME, DEFAULT_APP_UID
-from webhook_service.store.scripts import NAMES, SHEBANGS, source
+from webhook_service.store.scripts import NAMES, SHEBANGS, preamble, source
 from webhook_service.store.states import FINAL_STATUSES
 
 LUA_DIR = files("webhook_service.store") / "lua"
@@ -30,44 +30,66 @@ def _code(file: str) -> str:
     return re.sub(r"--[^\n]*", "", text)
 
 
-def _preamble(name: str) -> str:
-    """Every line between the shebang and common.lua: the prefix, the key tables and K,
-    the operational event
-    types, the unindexed values, the log outbox's fields, the final states, the window
-    lifetimes, the default application."""
-    text = source(name).split("\n", 1)[1]
-    return text[: text.index((LUA_DIR / "common.lua").read_text())].rstrip("\n")
+def _definition(name: str) -> str:
+    """The text of one definition of the preamble every script links from."""
+    (found,) = [d.text for d in preamble() if d.name == name]
+    return found
 
 
 def _line(name: str, start: str) -> str:
-    (line,) = [line for line in _preamble(name).split("\n") if line.startswith(start)]
+    """The line of a script's source that begins with ``start``."""
+    (line,) = [line for line in source(name).split("\n") if line.startswith(start)]
     return line
 
 
-def test_every_script_name_has_a_file_and_every_file_is_used() -> None:
-    assert sorted(f"{name}.lua" for name in NAMES) == sorted(set(LUA_FILES) - {"common.lua"})
-    assert "common.lua" in LUA_FILES
-    assert len(set(NAMES)) == len(NAMES)
+def _defined(text: str) -> list[str]:
+    return re.findall(r"^local (?:function )?([A-Za-z_]\w*)", text, flags=re.MULTILINE)
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_each_source_starts_with_its_shebang_then_the_key_tables(name: str) -> None:
-    shebang, text = source(name).split("\n", 1)
-    assert shebang in SHEBANGS
-    assert text.startswith(f'local PREFIX = "{keys.PREFIX}"\n')
-    templates, parts = _line(name, "local KT = {"), _line(name, "local KP = {")
-    table = dict(PREAMBLE_ENTRY.findall(templates[len("local KT = {") : -1]))
-    table.update(PREAMBLE_ENTRY.findall(parts[len("local KP = {") : -1]))
-    assert table == keys.LUA_KEYS
-    assert _line(name, "local DEFAULT_HEAD = ") == f'local DEFAULT_HEAD = "{keys.head(0)}"'
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_each_source_is_preamble_then_common_then_the_script(name: str) -> None:
+def test_each_source_is_its_shebang_the_definitions_it_names_then_its_own_text(
+    name: str,
+) -> None:
     text = source(name)
-    common = (LUA_DIR / "common.lua").read_text()
     shebang, own = (LUA_DIR / f"{name}.lua").read_text().split("\n", 1)
-    assert text == "\n".join((shebang, _preamble(name), common, own))
+    assert shebang in SHEBANGS
+    assert text.startswith(shebang + "\n") and text.endswith("\n" + own)
+    linked = text[len(shebang) + 1 : -len(own)]
+    order = [d.name for d in preamble()]
+    defined = _defined(linked)
+    assert defined == sorted(defined, key=order.index)  # the preamble's order
+    # Every name of the preamble the script's code uses, or a definition it links does,
+    # is defined above it (comments stripped as _code does: a scan of its own).
+    code = re.sub(r"--[^\n]*", "", text)
+    used = set(re.findall(r"(?<![\w.:])[A-Za-z_]\w*", code)) & set(order)
+    assert used <= set(defined), sorted(used - set(defined))
+    # Each definition as the preamble has it, but KT (below).
+    for found in preamble():
+        if found.name in defined and found.name != "KT":
+            assert found.text in linked, found.name
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_sources_key_table_holds_exactly_the_templates_it_names(name: str) -> None:
+    text = source(name)
+    named = set(K_FIELD.findall(text))
+    if not named:
+        assert "local KT = " not in text
+        return
+    templates = _line(name, "local KT = {")
+    table = dict(PREAMBLE_ENTRY.findall(templates[len("local KT = {") : -1]))
+    assert table == {n: keys.LUA_KEYS[n] for n in named - keys.LUA_PARTS}
+    parts = _line(name, "local KP = {")
+    assert dict(PREAMBLE_ENTRY.findall(parts[len("local KP = {") : -1])) == {
+        n: keys.LUA_KEYS[n] for n in keys.LUA_PARTS
+    }
+
+
+def test_the_preamble_names_every_key_template_and_the_default_buckets_head() -> None:
+    table = dict(PREAMBLE_ENTRY.findall(_definition("KT")[len("local KT = {") : -1]))
+    table.update(PREAMBLE_ENTRY.findall(_definition("KP")[len("local KP = {") : -1]))
+    assert table == keys.LUA_KEYS
+    assert _definition("DEFAULT_HEAD") == f'local DEFAULT_HEAD = "{keys.head(0)}"'
 
 
 def test_only_the_steps_that_finish_accepted_work_run_at_maxmemory() -> None:
@@ -77,27 +99,23 @@ def test_only_the_steps_that_finish_accepted_work_run_at_maxmemory() -> None:
 
 
 def test_the_preamble_names_the_outbox_fields_as_keys_spells_them() -> None:
-    line = _line("record", "local LOG = {")
+    line = _definition("LOG")
     fields = dict(re.findall(r'(\w+) = "([^"]*)"', line))
     assert fields == {f.name.lower(): f.value for f in keys.OutboxField}
 
 
 def test_the_preamble_names_exactly_the_operational_event_types() -> None:
-    line = _line("record", "local OPS_TYPES = {")
+    line = _definition("OPS_TYPES")
     assert re.findall(r'\["([^"]+)"\] = true', line) == list(OPERATIONAL_EVENT_TYPES)
 
 
 def test_the_preamble_names_the_final_states_and_the_window_lifetimes() -> None:
-    final = _line("record", "local FINAL = {")
+    final = _definition("FINAL")
     assert set(re.findall(r'\["([^"]+)"\] = true', final)) == set(FINAL_STATUSES)
-    ttl = _line("record", "local TTL = {")
+    ttl = _definition("TTL")
     assert dict(re.findall(r"(\w+) = (\d+)", ttl)) == {
         k: str(v) for k, v in keys.WINDOW_TTL.items()
     }
-
-
-def test_every_script_gets_the_same_preamble() -> None:
-    assert len({_preamble(name) for name in NAMES}) == 1
 
 
 def test_the_preamble_is_the_only_place_k_is_defined() -> None:
@@ -226,7 +244,7 @@ def test_an_idempotency_record_of_schema_3_is_told_from_one_of_today() -> None:
 
 
 def test_the_preamble_names_the_default_application() -> None:
-    line = _line("record", "local DEFAULT_APP = {")
+    line = _definition("DEFAULT_APP")
     assert dict(re.findall(r'(\w+) = "([^"]*)"', line)) == {
         "id": DEFAULT_APP_ID, "uid": DEFAULT_APP_UID, "name": DEFAULT_APP_NAME,
     }  # fmt: skip
