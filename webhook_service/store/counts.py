@@ -5,13 +5,19 @@ batch at a time: the cluster metrics' attempt classes, durations and latencies
 
 Why not in the record script, as the states are: these were 16 of the 35 commands each
 delivery wrote, 1.5 KB of its 3.7 KB of AOF, and their only readers are dashboards, alerts
-and the stats route, which can be a second behind. What the cost is: a process killed with
-counts not yet added loses them (at most ``WEBHOOK_COUNTS_INTERVAL`` of its attempts; the
-log keeps every attempt all the same), and ``last_success_at`` may step back by that much
-when two processes add theirs in the other order. A batch Redis refuses is kept and added
-with the next one. This module only counts; ``DeliveryStore.add_counts`` writes a batch,
-one MULTI/EXEC per bucket (``by_bucket``: an endpoint's keys are of its bucket, and so are
-the metrics its attempts count in), and the delivery engine decides when.
+and the stats route, which can be a second behind. The same goes for the count of
+deliveries an attempt made final (``outcome:<status>``, webhook_deliveries_total), which
+record.lua added until each of its calls was weighed (a redis.call costs Valkey 2-4 us
+beyond the command itself); the other steps that end deliveries (a lease finding its
+endpoint gone, an application's end, a cancel) still count theirs themselves.
+
+What the cost is: a process killed with counts not yet added loses them (at most
+``WEBHOOK_COUNTS_INTERVAL`` of its attempts; the log keeps every attempt all the same), and
+``last_success_at`` may step back by that much when two processes add theirs in the other
+order. A batch Redis refuses is kept and added with the next one. This module only counts;
+``DeliveryStore.add_counts`` writes a batch, one MULTI/EXEC per bucket (``by_bucket``: an
+endpoint's keys are of its bucket, and so are the metrics its attempts count in), and the
+delivery engine decides when.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from dataclasses import dataclass, field
 
 from webhook_service.store import buckets, keys
 from webhook_service.store.deliveries import RecordOutcome
+from webhook_service.store.states import FINAL_STATUSES
 
 
 def _bucket(key: str) -> int:
@@ -62,6 +69,8 @@ class AttemptCounts:
         metrics[f"attempts:{status_class}"] += 1
         metrics[f"duration:{buckets.bucket_of(duration)}"] += 1
         metrics["duration_sum_ms"] += duration
+        if status.value in FINAL_STATUSES:
+            metrics[f"outcome:{status.value}"] += 1
         if ok:
             latency = max(0, latency_ms)
             metrics[f"latency:{buckets.bucket_of(latency)}"] += 1

@@ -29,7 +29,7 @@ def test_an_attempt_counts_in_the_metrics_both_windows_and_the_last_outcome() ->
     assert counts
     assert dict(counts.added[keys.metrics(0)]) == {
         "attempts:2xx": 1, "duration:2": 1, "duration_sum_ms": 3,
-        "latency:10": 1, "latency_sum_ms": 700,
+        "latency:10": 1, "latency_sum_ms": 700, "outcome:succeeded": 1,
     }  # fmt: skip
     minute = keys.endpoint_minute(EP, NOW // 60_000)
     hour = keys.endpoint_hour(EP, NOW // 3_600_000)
@@ -37,6 +37,15 @@ def test_an_attempt_counts_in_the_metrics_both_windows_and_the_last_outcome() ->
         assert dict(counts.added[window]) == {"a": 1, "d2": 1, "s": 1, "ds": 1}
     assert counts.expiry == {minute: 2 * 3600, hour: 26 * 3600}
     assert counts.last == {keys.endpoint_stats(EP): {"last_success": NOW}}
+
+
+@pytest.mark.parametrize("status", list(RecordOutcome))
+def test_only_a_delivery_made_final_counts_its_outcome(status: RecordOutcome) -> None:
+    counts = AttemptCounts()
+    _note(counts, 500, status)
+    outcomes = {f for f in counts.added[keys.metrics(0)] if f.startswith("outcome:")}
+    final = status in (RecordOutcome.SUCCEEDED, RecordOutcome.FAILED, RecordOutcome.DISABLED)
+    assert outcomes == ({f"outcome:{status.value}"} if final else set())
 
 
 def test_a_failure_counts_no_latency_and_says_what_failed() -> None:

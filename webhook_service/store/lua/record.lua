@@ -39,8 +39,8 @@ local ep_budget = tonumber(ARGV[20])  -- the endpoint's own attempt budget (the 
                                       -- its retry schedule); 0: the delivery's own
 -- Returns {'stale'}, or {status, attempts, the delivery's creation ms[, a common.lua
 -- lease_one row for each parked delivery leased]} (store/deliveries.py Recorded.parse). What
--- the attempt adds to the metrics and the endpoint's windows the caller counts
--- (store/counts.py).
+-- the attempt adds to the metrics (its final outcome included) and the endpoint's windows
+-- the caller counts (store/counts.py).
 
 local key = K.delivery .. id
 local d = redis.call('HMGET', key, 'lease', 'status', 'attempts', 'budget', 'endpoint', 'type',
@@ -144,7 +144,6 @@ if status ~= 'pending' then
 end
 redis.call('HSET', key, unpack(set))
 redis.call('HDEL', key, unpack(dead))
-count_outcome(status)
 -- A FIFO line's next head, due now that this one ended: leased below like a parked one.
 local next_head = nil
 if status ~= 'pending' then next_head = pending_out(ep, id, now, ep_exists, d[9]) end
