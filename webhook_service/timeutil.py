@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+# The last second iso formatted, and its text: a 202, a recorded attempt and a log line each
+# format the time, mostly of the second before. One tuple, so a thread reads a pair whole.
+_second: tuple[int, str] = (0, "1970-01-01T00:00:00")
+
+
 def iso(ms: int) -> str:
-    # time.strftime on a struct_time: half the cost of going through datetime, and every
-    # 202 formats one.
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
+    global _second  # a cache of one, replaced whole
+    second, part = divmod(ms, 1000)
+    cached = _second
+    if cached[0] != second:
+        # time.strftime on a struct_time: half the cost of going through datetime.
+        cached = _second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{cached[1]}.{part:03d}Z"
 
 
 def parse_iso(text: str) -> int:
@@ -21,7 +32,8 @@ def parse_iso(text: str) -> int:
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+    # In whole numbers: through a float timestamp, 00:00:01.001 came out as 1000 ms.
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
 
 
 def parse_instant(text: str) -> int:
