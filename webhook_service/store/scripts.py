@@ -3,7 +3,8 @@ every key under the hash tag of the bucket the script runs in: the tag of its KE
 the operational event types (``OPS_TYPES``), the log outbox's field names (``LOG``), the
 final delivery states (``FINAL``), the lifetimes of the endpoint stats windows (``TTL``) and
 the default application, which a script creates on its first use (``DEFAULT_APP``, from
-``applications.py``).
+``applications.py``), then common.lua's helpers. Each script is given only the parts it
+names, and its key table only the templates it names (store/lua_link.py says why).
 
 Every script is given at least one key, KEYS[1], one of its bucket's (a cluster client routes
 the call by it), and builds every other key from ``K``: ``K.delivery .. id`` is the delivery's

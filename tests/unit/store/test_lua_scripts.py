@@ -141,7 +141,7 @@ def test_scripts_spell_no_key_prefix_of_their_own() -> None:
 
 def test_comment_stripping_keeps_code() -> None:
     assert "K.due" in _code("claim_due.lua")
-    assert "scripts.py prepends" not in _code("common.lua")
+    assert "scripts.py puts the key table" not in _code("common.lua")
 
 
 def test_the_scan_would_notice_an_unknown_key() -> None:

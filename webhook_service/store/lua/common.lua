@@ -1,5 +1,6 @@
--- Helpers shared by every script; scripts.py prepends `local K = {...}` (the key templates
--- from keys.py) and this file to each script, so key names are spelled only in keys.py.
+-- Helpers shared by the scripts; scripts.py puts the key table K (the templates from
+-- keys.py) and, of this file, the helpers a script names (store/lua_link.py) above each
+-- script, so key names are spelled only in keys.py.
 
 -- The server's clock in whole ms, for a step whose caller passes no time of its own.
 local function server_ms()
