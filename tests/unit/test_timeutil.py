@@ -11,9 +11,7 @@ from hypothesis import strategies as st
 from webhook_service.timeutil import iso, parse_iso
 
 # 1970 to 9999, as ms since the epoch (strftime pads no year before 1000).
-instants = st.integers(
-    min_value=0, max_value=253_402_300_798_000
-)  # room for +1 s
+instants = st.integers(min_value=0, max_value=253_402_300_798_000)  # room for +1 s
 
 
 def _expected(ms: int) -> str:
