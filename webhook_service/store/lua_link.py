@@ -30,11 +30,22 @@ _NAME = re.compile(r"(?<!\w)[A-Za-z_]\w*")
 class Definition:
     name: str
     text: str  # with the comment lines just above it
+    names: frozenset[str]  # every identifier its code (not its comments) holds
+
+
+def _named(text: str) -> frozenset[str]:
+    code = (line for line in text.split("\n") if not line.lstrip().startswith("--"))
+    return frozenset(name for line in code for name in _NAME.findall(line))
+
+
+def _comment_or_blank(line: str) -> bool:
+    return not line.strip() or line.startswith("--")
 
 
 def definitions(source: str) -> list[Definition]:
     """A Lua file of top-level ``local`` definitions, cut at each; what comes before the
-    first one (the file's own comment) is left out."""
+    first one (the file's own comment), and blank or comment lines below one that the next
+    does not claim, are left out."""
     lines = source.split("\n")
     starts: list[tuple[int, str]] = []
     for number, line in enumerate(lines):
@@ -45,16 +56,13 @@ def definitions(source: str) -> list[Definition]:
         while first > 0 and lines[first - 1].startswith("--"):
             first -= 1
         starts.append((first, found.group(1)))
-    ends = [first for first, _ in starts[1:]] + [len(lines)]
-    return [
-        Definition(name, "\n".join(lines[first:end]))
-        for (first, name), end in zip(starts, ends, strict=True)
-    ]
-
-
-def _named(text: str) -> set[str]:
-    code = (line for line in text.split("\n") if not line.lstrip().startswith("--"))
-    return {name for line in code for name in _NAME.findall(line)}
+    cut = []
+    for (first, name), end in zip(starts, [f for f, _ in starts[1:]] + [len(lines)], strict=True):
+        while _comment_or_blank(lines[end - 1]):
+            end -= 1
+        text = "\n".join(lines[first:end])
+        cut.append(Definition(name, text, _named(text)))
+    return cut
 
 
 def needed(preamble: Sequence[Definition], body: str) -> list[Definition]:
@@ -62,7 +70,7 @@ def needed(preamble: Sequence[Definition], body: str) -> list[Definition]:
     defined = {d.name for d in preamble}
     if len(defined) != len(preamble):
         raise ValueError("a preamble defines a name twice")
-    needs = {d.name: _named(d.text) & defined - {d.name} for d in preamble}
+    needs = {d.name: d.names & defined - {d.name} for d in preamble}
     wanted: set[str] = set()
     pending: Iterable[str] = _named(body) & defined
     while pending:

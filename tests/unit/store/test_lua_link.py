@@ -18,6 +18,9 @@ local function c()
   -- a mention of d in a comment links nothing
   return b() + 1
 end
+
+-- A note of no definition's, a blank line below it.
+
 local function d() return 4 end
 local E = 'c d'  -- names in a string or a trailing comment may link one: never wrong
 """
@@ -29,6 +32,7 @@ def test_a_file_is_cut_at_each_top_level_definition_with_the_comment_above_it() 
     assert cut[0].text == "local A = {x = 1}"
     assert cut[1].text.startswith("-- b's comment\n-- on two lines\nlocal function b()")
     assert cut[1].text.endswith("end")
+    assert cut[2].text.endswith("return b() + 1\nend")  # the stray note is no one's
     assert "The file's own comment" not in "".join(d.text for d in cut)
 
 
