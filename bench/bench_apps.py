@@ -379,7 +379,7 @@ def _script_stats(rig: Rig) -> tuple[int, int]:
     """Script calls Valkey has run and the microseconds they took, by its own count: the
     ingest script's time inside the server, whatever the machine's other load does to the
     processes around it."""
-    row = rig.redis.info("commandstats").get("cmdstat_evalsha", {})
+    row = rig.redis.info("commandstats").get("cmdstat_fcall", {})
     return int(row.get("calls", 0)), int(row.get("usec", 0))
 
 

@@ -39,7 +39,7 @@ from webhook_service.store.deliveries import (
 from webhook_service.store.scripts import Scripts
 
 # Commands that are the bench's own reading, not the phase's work.
-_OURS = frozenset({"cmdstat_info", "cmdstat_evalsha"})
+_OURS = frozenset({"cmdstat_info", "cmdstat_fcall"})
 _LEASE_BATCH = 10
 _LEASE_MS = 60_000
 _HEALTH = HealthPolicy(disable_after_ms=5 * 86_400_000, ops_budget=5)
@@ -67,7 +67,7 @@ class Meter:
         inner = sum(
             usec(name, stats) - usec(name, self._stats) for name in stats if name not in _OURS
         )
-        script = usec("cmdstat_evalsha", stats) - usec("cmdstat_evalsha", self._stats)
+        script = usec("cmdstat_fcall", stats) - usec("cmdstat_fcall", self._stats)
         return {
             "script_us": script / units,
             "inner_us": inner / units,

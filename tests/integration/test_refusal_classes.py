@@ -186,7 +186,8 @@ def test_errors_of_other_kinds_are_not_refusals(primary: EmbeddedValkey) -> None
     wrong = [
         raised(lambda: client.get("list")),  # WRONGTYPE
         raised(lambda: client.evalsha("0" * 40, 0)),  # NOSCRIPT
+        raised(lambda: client.fcall("no_such_function", 0)),  # Function not found
         raised(lambda: client.eval("return redis.call('NO-SUCH-COMMAND')", 0)),
         raised(lambda: client.eval("return redis.call('INCR', KEYS[1])", 1, "list")),
     ]
-    assert [classify(e) for e in wrong] == [None] * 4, [str(e) for e in wrong]
+    assert [classify(e) for e in wrong] == [None] * 5, [str(e) for e in wrong]

@@ -1,4 +1,5 @@
-"""Scripts run by SHA and are loaded again when the server has lost them (restart, flush)."""
+"""The scripts run as the functions of one library, loaded again when the server has lost it
+(FUNCTION FLUSH, a new primary)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import redis.asyncio
 
 from webhook_service.embedded import EmbeddedValkey
 from webhook_service.store import keys
-from webhook_service.store.scripts import Scripts
+from webhook_service.store.scripts import Scripts, library
 
 # ratelimit.lua: KEYS the limiter, ARGV rate per second, burst -> 0 (may go) or the ms to
 # wait.
@@ -15,11 +16,11 @@ _KEYS = [keys.limit("scripts-reload")]
 _ARGS: list[str | int | float] = [0.01, 1]
 
 
-async def test_a_flushed_script_cache_is_loaded_again(valkey: EmbeddedValkey) -> None:
+async def test_a_flushed_library_is_loaded_again(valkey: EmbeddedValkey) -> None:
     client = redis.asyncio.Redis.from_url(valkey.url)
     scripts = Scripts(client)
     assert await scripts.run("ratelimit", _KEYS, _ARGS) == 0
-    await client.script_flush()
+    await client.function_flush()
     assert await scripts.run("ratelimit", _KEYS, _ARGS) > 0  # ran again, and saw the first call
     await client.aclose()
 
@@ -29,7 +30,7 @@ def test_the_same_for_the_sync_client(valkey: EmbeddedValkey) -> None:
     scripts = Scripts(client)
     limiter = [keys.limit("scripts-reload-sync")]
     assert scripts.run_sync("ratelimit", limiter, _ARGS) == 0
-    client.script_flush()
+    client.function_flush()
     assert scripts.run_sync("ratelimit", limiter, _ARGS) > 0
     client.close()
 
@@ -39,10 +40,28 @@ async def test_the_same_for_calls_in_one_round_trip(valkey: EmbeddedValkey) -> N
     scripts = Scripts(client)
     limiters = [[keys.limit(f"scripts-reload-many-{n}")] for n in range(3)]
     assert await scripts.run_many("ratelimit", [(k, _ARGS) for k in limiters]) == [0, 0, 0]
-    await client.script_flush()
+    await client.function_flush()
     again = await scripts.run_many("ratelimit", [(k, _ARGS) for k in limiters])
     assert all(wait > 0 for wait in again)  # each ran again, and saw its first call
     # A call the server refuses fails in its place; the others' replies stand.
     refused = await scripts.run_many("ratelimit", [(limiters[0], _ARGS), (limiters[1], ["x", 1])])
     assert refused[0] > 0 and isinstance(refused[1], redis.ResponseError)
     await client.aclose()
+
+
+def test_another_releases_library_stands_beside_this_ones(valkey: EmbeddedValkey) -> None:
+    # A rolling restart: the processes of two releases share the server, each calling the
+    # functions of its own library.
+    client = redis.Redis.from_url(valkey.url)
+    ours = library()
+    digest = ours.name.removeprefix("webhook_")
+    theirs = ours.code.replace(digest, "0" * len(digest))
+    client.function_load(theirs)
+    limiter = [keys.limit("scripts-two-releases")]
+    assert Scripts(client).run_sync("ratelimit", limiter, _ARGS) == 0  # loads ours
+    loaded = {dict(zip(lib[::2], lib[1::2], strict=True))[b"library_name"] for lib in
+              client.function_list()}  # fmt: skip
+    assert loaded == {ours.name.encode(), b"webhook_" + b"0" * len(digest)}
+    # Theirs runs beside ours, on the same keys: it sees the call ours made.
+    assert client.fcall(f"webhook_ratelimit_{'0' * len(digest)}", 1, *limiter, *_ARGS) > 0
+    client.close()

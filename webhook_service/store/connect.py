@@ -91,8 +91,8 @@ def async_client(url: str, timeouts: RedisTimeouts = DEFAULT_TIMEOUTS) -> redis.
         return redis.asyncio.Redis.from_pool(pool)
     # The sentinels get the same socket timeouts (redis-py passes the socket_* options on),
     # and every new connection asks them where the primary is now: after a failover, the
-    # next retry lands on the promoted replica. (redis-py leaves Sentinel untyped.)
-    manager = redis.asyncio.sentinel.Sentinel(sentinel.sentinels, **timeouts.options())  # type: ignore[no-untyped-call]
+    # next retry lands on the promoted replica.
+    manager = redis.asyncio.sentinel.Sentinel(sentinel.sentinels, **timeouts.options())
     primary = manager.master_for(
         sentinel.service_name,
         retry=retry,
@@ -140,10 +140,8 @@ def sync_client(url: str, timeouts: RedisTimeouts = DEFAULT_TIMEOUTS) -> redis.R
     sentinel = parse_sentinel(url)
     if sentinel is None:
         return redis.Redis.from_url(url, retry=retry, **timeouts.options())
-    manager = redis.sentinel.Sentinel(sentinel.sentinels, **timeouts.options())  # type: ignore[no-untyped-call]
-    primary = manager.master_for(  # type: ignore[no-untyped-call]
-        sentinel.service_name, retry=retry, **sentinel.primary_options()
-    )
+    manager = redis.sentinel.Sentinel(sentinel.sentinels, **timeouts.options())
+    primary = manager.master_for(sentinel.service_name, retry=retry, **sentinel.primary_options())
     return cast(redis.Redis, primary)
 
 

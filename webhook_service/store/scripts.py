@@ -1,22 +1,36 @@
-"""The Lua scripts, each loaded once with a preamble from ``keys.py``: the key table (``K``,
-every key under the hash tag of the bucket the script runs in: the tag of its KEYS[1]),
-the operational event types (``OPS_TYPES``), the log outbox's field names (``LOG``), the
-final delivery states (``FINAL``), the lifetimes of the endpoint stats windows (``TTL``) and
-the default application, which a script creates on its first use (``DEFAULT_APP``, from
-``applications.py``), then common.lua's helpers. Each script is given only the parts it
-names, and its key table only the templates it names (store/lua_link.py says why).
+"""The Lua scripts, as the functions of one Valkey library (FUNCTION LOAD, then FCALL).
+
+The library holds, once, a preamble made from ``keys.py``: the key templates (``KT``, and the
+parts of names, ``KP``), the operational event types (``OPS_TYPES``), the log outbox's field
+names (``LOG``), the final delivery states (``FINAL``), the lifetimes of the endpoint stats
+windows (``TTL``) and the default application, which a script creates on its first use
+(``DEFAULT_APP``, from ``applications.py``); then common.lua's helpers; then each script of
+``NAMES`` as a function. Valkey runs a library's top level once, when it loads it, where
+EVALSHA runs a script's whole text, its preamble included, on every call: each helper a
+closure made anew, each table built anew (docs/benchmarks.md, issue 21's fourth pass).
 
 Every script is given at least one key, KEYS[1], one of its bucket's (a cluster client routes
 the call by it), and builds every other key from ``K``: ``K.delivery .. id`` is the delivery's
-key in that bucket. The caller makes sure each id it passes is of that bucket (``Args.keys``
-in each wrapper). Only ratelimit.lua, one key of no bucket, uses its KEYS[1] alone.
+key in that bucket. Each function starts by binding ``K`` to its KEYS[1]'s bucket (the
+library's ``bind``); a bucket's table is made on its first call and kept, as its names are
+the same on every call. The caller makes sure each id it passes is of that bucket
+(``Args.keys`` in each wrapper). Only ratelimit.lua, one key of no bucket, uses its KEYS[1]
+alone.
 
-Each script's first line is its shebang, which this moves above the preamble: ``#!lua``, or
+Each script's first line is its flags, in the shebang form EVAL reads: ``#!lua``, or
 ``#!lua flags=allow-oom`` for the steps that carry work already accepted to its end (lease,
-record, claim_due, release). At ``maxmemory`` the server refuses a plain ``#!lua`` script
-before it writes anything, and runs an ``allow-oom`` one whole: a full store takes no new
-work but still delivers, records and lets go of what it holds. Without a shebang the server
-would decide by the script's first write command, which no one reading the script sees.
+record, claim_due, release). At ``maxmemory`` the server refuses a function without
+``allow-oom`` before it writes anything, and runs an ``allow-oom`` one whole: a full store
+takes no new work but still delivers, records and lets go of what it holds.
+
+The library's name, and each function's, end in a digest of the library's text: processes
+of two releases (a rolling restart) share a server, each calling its own functions. A
+server without them (new, flushed, or a primary added to a cluster) answers "Function not
+found" having run nothing; the library is loaded (on every primary of a cluster) and the
+call sent again, as redis-py does for a script on NOSCRIPT. Loading is a write: at
+``maxmemory`` it is refused, so a release's first process should start before the store
+fills (every later one finds the library loaded; it lives in the AOF, and replicas and a
+promoted replica have it).
 
 On a cluster, a bucket's slot may be moving to another primary (a reshard). A script's keys
 other than KEYS[1] are built inside it, so the server cannot see them when the call comes:
@@ -31,8 +45,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 from typing import Any, cast
@@ -42,13 +56,12 @@ from redis.asyncio import Redis as AsyncRedis
 from redis.asyncio.client import Pipeline as AsyncPipeline
 from redis.client import Pipeline
 from redis.cluster import RedisCluster
-from redis.exceptions import NoScriptError
+from redis.exceptions import ResponseError
 
 from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
 from webhook_service.store.applications import DEFAULT_APP_ID, DEFAULT_APP_NAME, DEFAULT_APP_UID
 from webhook_service.store.connect import is_cluster
-from webhook_service.store.lua_link import Definition, definitions, needed
 from webhook_service.store.states import FINAL_STATUSES
 
 # What a script's ARGV holds (redis-py encodes each).
@@ -74,6 +87,9 @@ NAMES = (
     "schedule_cancel",
 )
 
+# A script's first line, and the flags its function is registered with.
+FLAGS = {"#!lua": (), "#!lua flags=allow-oom": ("allow-oom",)}
+
 
 def _lua_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -95,9 +111,6 @@ def _default_app() -> str:
     return ", ".join(f"{k} = {_lua_string(v)}" for k, v in fields.items())
 
 
-SHEBANGS = ("#!lua", "#!lua flags=allow-oom")
-
-
 def guarded(script_keys: Sequence[str]) -> list[str]:
     """``script_keys`` and its bucket's slot guard (none for a key of no bucket, which is a
     script's only key: one key is routed by ASK alone)."""
@@ -105,45 +118,49 @@ def guarded(script_keys: Sequence[str]) -> list[str]:
     return [*script_keys] if guard is None else [*script_keys, guard]
 
 
-# K, from the tag of the script's KEYS[1], each name made on its first use in a call (most
-# scripts use a few of the templates, and every call would pay for all of them); the parts
-# of names (KP) are there from the start, as they are.
-_K_TABLE = """local HEAD
-local function bucket_head()
-  if not HEAD then
-    HEAD = string.match(KEYS[1] or '', HEAD_PATTERN)
-    if not HEAD then return error('KEYS[1] is no key of a bucket: ' .. tostring(KEYS[1])) end
-  end
-  return HEAD
+# K, the key table of the call's bucket (bind, as each function starts): a bucket's table is
+# made on its first call and each name in it on its first use, then kept with the library
+# (64 buckets, a few dozen names each). The parts of names (KP) are every table's as they
+# are; a call whose KEYS[1] is of no bucket gets them alone. (A library's top level, run
+# when it is loaded, sees no global but ``redis``: no setmetatable there.)
+_K_TABLE = """local HEAD, K
+local K_OF = {}
+local function key_table(head)
+  return setmetatable({}, {__index = function(k, name)
+    local key = KP[name]
+    if not key then
+      local rest = KT[name]
+      if not rest then return error('no key template ' .. name) end
+      key = head .. rest
+    end
+    rawset(k, name, key)
+    return key
+  end})
 end
-local K = setmetatable(KP, {__index = function(k, name)
-  local rest = KT[name]
-  if not rest then return error('no key template ' .. name) end
-  local key = bucket_head() .. rest
-  rawset(k, name, key)
-  return key
-end})
-local function in_default_bucket() return bucket_head() == DEFAULT_HEAD end"""
-
-
-# K's templates a script names (K.<name>): the only ones its KT holds.
-_K_NAME = re.compile(r"\bK\.([A-Za-z_]\w*)")
-
-
-def _key_table(names: Iterable[str]) -> str:
-    templates = ", ".join(
-        f"{name} = {_lua_string(keys.LUA_KEYS[name])}"
-        for name in sorted(set(names))
-        if name in keys.LUA_KEYS and name not in keys.LUA_PARTS
-    )
-    return f"local KT = {{{templates}}}"
+local function bind(keys)
+  HEAD = string.match(keys[1] or '', HEAD_PATTERN)
+  if not HEAD then
+    K = KP
+    return
+  end
+  K = K_OF[HEAD]
+  if not K then
+    K = key_table(HEAD)
+    K_OF[HEAD] = K
+  end
+end
+local function in_default_bucket() return HEAD == DEFAULT_HEAD end"""
 
 
 @cache
-def preamble() -> tuple[Definition, ...]:
-    """Every definition a script may use: the tables made from keys.py and the rest, then
-    common.lua's helpers. Each script links those it names (store/lua_link.py), and its KT
-    holds only the key templates it names: a table is built anew on every call too."""
+def preamble() -> str:
+    """What every function shares: the tables made from keys.py and the rest, then
+    common.lua's helpers."""
+    templates = ", ".join(
+        f"{name} = {_lua_string(value)}"
+        for name, value in sorted(keys.LUA_KEYS.items())
+        if name not in keys.LUA_PARTS
+    )
     # The parts of a name (an infix, a suffix) are K's as they are, under no head.
     parts = ", ".join(
         f"{field} = {_lua_string(keys.LUA_KEYS[field])}" for field in sorted(keys.LUA_PARTS)
@@ -154,7 +171,7 @@ def preamble() -> tuple[Definition, ...]:
     generated = (
         f"local HEAD_PATTERN = {_lua_string(f'^({prefix}{{b%d+}}:)')}",
         f"local DEFAULT_HEAD = {_lua_string(keys.head(keys.DEFAULT_BUCKET))}",
-        _key_table(keys.LUA_KEYS),
+        f"local KT = {{{templates}}}",
         f"local KP = {{{parts}}}",
         _K_TABLE,
         f"local OPS_TYPES = {{{ops}}}",
@@ -164,32 +181,55 @@ def preamble() -> tuple[Definition, ...]:
         f"local DEFAULT_APP = {{{_default_app()}}}",
     )
     common = (files("webhook_service.store") / "lua" / "common.lua").read_text()
-    return tuple(definitions("\n".join((*generated, common))))
+    return "\n".join((*generated, common))
+
+
+def script(name: str) -> tuple[tuple[str, ...], str]:
+    """A script's flags and its text below its first line."""
+    first, body = (
+        (files("webhook_service.store") / "lua" / f"{name}.lua").read_text().split("\n", 1)
+    )
+    if first not in FLAGS:
+        raise ValueError(f"{name}.lua must begin with one of {tuple(FLAGS)}, not {first!r}")
+    return FLAGS[first], body
+
+
+@dataclass(frozen=True)
+class Library:
+    name: str
+    code: str  # what FUNCTION LOAD takes
+    functions: Mapping[str, str]  # each script's function
 
 
 @cache
-def source(name: str) -> str:
-    shebang, body = (
-        (files("webhook_service.store") / "lua" / f"{name}.lua").read_text().split("\n", 1)
+def library() -> Library:
+    scripts = {name: script(name) for name in NAMES}
+    text = "\n".join((preamble(), *(f"{flags}\n{body}" for flags, body in scripts.values())))
+    digest = hashlib.sha1(text.encode()).hexdigest()[:16]  # noqa: S324 - a name, not a secret
+    functions = {name: f"webhook_{name}_{digest}" for name in NAMES}
+    registered = (
+        f"redis.register_function{{function_name = '{functions[name]}', "
+        f"flags = {{{', '.join(_lua_string(f) for f in flags)}}}, "
+        f"callback = function(KEYS, ARGV)\nbind(KEYS)\n{body}\nend}}"
+        for name, (flags, body) in scripts.items()
     )
-    if shebang not in SHEBANGS:
-        raise ValueError(f"{name}.lua must begin with one of {SHEBANGS}, not {shebang!r}")
-    linked = needed(preamble(), body)
-    named = _K_NAME.findall("\n".join([*(d.text for d in linked), body]))
-    texts = (_key_table(named) if d.name == "KT" else d.text for d in linked)
-    return "\n".join((shebang, *texts, body))
+    code = "\n".join((f"#!lua name=webhook_{digest}", preamble(), *registered))
+    return Library(f"webhook_{digest}", code, functions)
+
+
+def _lost(answer: object) -> bool:
+    """The server's answer to a call of a function it does not have (it ran nothing)."""
+    return isinstance(answer, ResponseError) and str(answer).startswith("Function not found")
 
 
 class Scripts:
-    """The scripts for one client, run by SHA and loaded again when the server has lost them
-    (a restart, SCRIPT FLUSH). This is what redis-py's registered Script objects do, minus
-    their per-call isinstance check against a typing Protocol class, which cost the API 6 %
-    of its CPU under ingest load."""
+    """The scripts for one client, each called by its function's name, and the library loaded
+    again when the server does not have it."""
 
     def __init__(self, client: AsyncRedis | Redis) -> None:
         self._client = client
         self._cluster = is_cluster(client)
-        self._sha = {name: hashlib.sha1(source(name).encode()).hexdigest() for name in NAMES}  # noqa: S324 - Redis names scripts by SHA-1
+        self._functions = library().functions
 
     @property
     def async_client(self) -> AsyncRedis:
@@ -203,31 +243,37 @@ class Scripts:
         """Run the script with ``script_keys`` as its KEYS (KEYS[1] names its bucket)."""
         script_keys = guarded(script_keys) if self._cluster else script_keys
         client = cast(AsyncRedis, self._client)
+        function = self._functions[name]
         try:
-            return await client.evalsha(self._sha[name], len(script_keys), *script_keys, *args)
-        except NoScriptError:
-            await client.script_load(source(name))
-            return await client.evalsha(self._sha[name], len(script_keys), *script_keys, *args)
+            return await client.fcall(function, len(script_keys), *script_keys, *args)
+        except ResponseError as exc:
+            if not _lost(exc):
+                raise
+            await client.function_load(library().code, replace=True)
+            return await client.fcall(function, len(script_keys), *script_keys, *args)
 
     def run_sync(self, name: str, script_keys: Sequence[str], args: Sequence[ArgT]) -> Any:
         script_keys = guarded(script_keys) if self._cluster else script_keys
         client = cast(Redis, self._client)
+        function = self._functions[name]
         try:
-            return client.evalsha(self._sha[name], len(script_keys), *script_keys, *args)
-        except NoScriptError:
-            client.script_load(source(name))
-            return client.evalsha(self._sha[name], len(script_keys), *script_keys, *args)
+            return client.fcall(function, len(script_keys), *script_keys, *args)
+        except ResponseError as exc:
+            if not _lost(exc):
+                raise
+            client.function_load(library().code, replace=True)
+            return client.fcall(function, len(script_keys), *script_keys, *args)
 
     def run_many_sync(
         self, name: str, calls: Sequence[tuple[Sequence[str], Sequence[ArgT]]]
     ) -> list[Any]:
         """One call of the script per (keys, args), in one round trip (a pipeline, not a
-        transaction: each call is its own atomic step, of its own bucket). A server that lost
-        the script answers each call NOSCRIPT, having run none: it is loaded and those are
-        sent again. The first call the server refused raises."""
+        transaction: each call is its own atomic step, of its own bucket). A server without
+        the library answers each call "Function not found", having run none: it is loaded
+        and those are sent again. The first call the server refused raises."""
         client = cast(Redis, self._client)
         if isinstance(client, RedisCluster):
-            # redis-py's cluster pipeline runs no script: a call each, each to its node.
+            # redis-py's cluster pipeline runs no function: a call each, each to its node.
             return [self.run_sync(name, script_keys, args) for script_keys, args in calls]
         replies: list[Any] = [None] * len(calls)
         todo = list(range(len(calls)))
@@ -240,8 +286,8 @@ class Scripts:
                     if isinstance(reply, Exception):
                         raise reply
                 return replies
-            client.script_load(source(name))
-        raise NoScriptError(f"{name}: the server lost the script again while it was loaded")
+            client.function_load(library().code, replace=True)
+        raise ResponseError(f"{name}: the server lost the library again while it was loaded")
 
     async def run_many(
         self, name: str, calls: Sequence[tuple[Sequence[str], Sequence[ArgT]]]
@@ -265,8 +311,8 @@ class Scripts:
                 todo = _placed(todo, await pipe.execute(raise_on_error=False), replies)
             if not todo:
                 return replies
-            await client.script_load(source(name))
-        raise NoScriptError(f"{name}: the server lost the script again while it was loaded")
+            await client.function_load(library().code, replace=True)
+        raise ResponseError(f"{name}: the server lost the library again while it was loaded")
 
     def _queue(
         self,
@@ -275,18 +321,18 @@ class Scripts:
         calls: Sequence[tuple[Sequence[str], Sequence[ArgT]]],
         todo: Sequence[int],
     ) -> None:
-        sha = self._sha[name]
+        function = self._functions[name]
         for i in todo:
             script_keys, args = calls[i]
-            pipe.evalsha(sha, len(script_keys), *script_keys, *args)
+            pipe.fcall(function, len(script_keys), *script_keys, *args)
 
 
 def _placed(todo: Sequence[int], answers: Sequence[Any], replies: list[Any]) -> list[int]:
     """Each answer of the calls ``todo`` in its place in ``replies``; returns the calls the
-    server answered NOSCRIPT (it ran none of them), to be sent again."""
+    server answered "Function not found" (it ran none of them), to be sent again."""
     missing = []
     for i, answer in zip(todo, answers, strict=True):
-        if isinstance(answer, NoScriptError):
+        if _lost(answer):
             missing.append(i)
         else:
             replies[i] = answer

@@ -13,7 +13,7 @@ from webhook_service.ids import delivery_id, new_id
 from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
 from webhook_service.store.applications import DEFAULT_APP_ID, DEFAULT_APP_NAME, DEFAULT_APP_UID
-from webhook_service.store.scripts import NAMES, SHEBANGS, preamble, source
+from webhook_service.store.scripts import FLAGS, NAMES, library, preamble, script
 from webhook_service.store.states import FINAL_STATUSES
 
 LUA_DIR = files("webhook_service.store") / "lua"
@@ -31,69 +31,45 @@ def _code(file: str) -> str:
 
 
 def _definition(name: str) -> str:
-    """The text of one definition of the preamble every script links from."""
-    (found,) = [d.text for d in preamble() if d.name == name]
+    """The line of the preamble that defines ``name``."""
+    (found,) = [line for line in preamble().split("\n") if line.startswith(f"local {name} = ")]
     return found
 
 
-def _line(name: str, start: str) -> str:
-    """The line of a script's source that begins with ``start``."""
-    (line,) = [line for line in source(name).split("\n") if line.startswith(start)]
-    return line
+def test_the_library_is_the_preamble_then_each_script_as_a_function() -> None:
+    made = library()
+    digest = made.name.removeprefix("webhook_")
+    assert made.code.startswith(f"#!lua name={made.name}\n{preamble()}\n")
+    assert sorted(made.functions) == sorted(NAMES)
+    for name in NAMES:
+        flags, body = script(name)
+        first = (LUA_DIR / f"{name}.lua").read_text().split("\n", 1)[0]
+        assert FLAGS[first] == flags
+        assert made.functions[name] == f"webhook_{name}_{digest}"
+        quoted = ", ".join(f'"{f}"' for f in flags)
+        registered = (
+            f"redis.register_function{{function_name = '{made.functions[name]}', "
+            f"flags = {{{quoted}}}, callback = function(KEYS, ARGV)\nbind(KEYS)\n{body}\nend}}"
+        )
+        assert registered in made.code, name
 
 
-def _defined(text: str) -> list[str]:
-    return re.findall(r"^local (?:function )?([A-Za-z_]\w*)", text, flags=re.MULTILINE)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_each_source_is_its_shebang_the_definitions_it_names_then_its_own_text(
-    name: str,
-) -> None:
-    text = source(name)
-    shebang, own = (LUA_DIR / f"{name}.lua").read_text().split("\n", 1)
-    assert shebang in SHEBANGS
-    assert text.startswith(shebang + "\n") and text.endswith("\n" + own)
-    linked = text[len(shebang) + 1 : -len(own)]
-    order = [d.name for d in preamble()]
-    defined = _defined(linked)
-    assert defined == sorted(defined, key=order.index)  # the preamble's order
-    # Every name of the preamble the script's code uses, or a definition it links does,
-    # is defined above it (comments stripped as _code does: a scan of its own).
-    code = re.sub(r"--[^\n]*", "", text)
-    used = set(re.findall(r"(?<![\w.:])[A-Za-z_]\w*", code)) & set(order)
-    assert used <= set(defined), sorted(used - set(defined))
-    # Each definition as the preamble has it, but KT (below).
-    for found in preamble():
-        if found.name in defined and found.name != "KT":
-            assert found.text in linked, found.name
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_a_sources_key_table_holds_exactly_the_templates_it_names(name: str) -> None:
-    text = source(name)
-    named = set(K_FIELD.findall(text))
-    if not named:
-        assert "local KT = " not in text
-        return
-    templates = _line(name, "local KT = {")
-    table = dict(PREAMBLE_ENTRY.findall(templates[len("local KT = {") : -1]))
-    assert table == {n: keys.LUA_KEYS[n] for n in named - keys.LUA_PARTS}
-    parts = _line(name, "local KP = {")
-    assert dict(PREAMBLE_ENTRY.findall(parts[len("local KP = {") : -1])) == {
-        n: keys.LUA_KEYS[n] for n in keys.LUA_PARTS
-    }
+def test_the_key_table_is_bound_before_anything_else_runs() -> None:
+    # A script's own code may use K from its first line: bind comes first in every function.
+    assert library().code.count("callback = function(KEYS, ARGV)\nbind(KEYS)\n") == len(NAMES)
+    assert "K = KP" in preamble()  # a call of no bucket: the parts of names alone
 
 
 def test_the_preamble_names_every_key_template_and_the_default_buckets_head() -> None:
     table = dict(PREAMBLE_ENTRY.findall(_definition("KT")[len("local KT = {") : -1]))
+    assert not set(table) & keys.LUA_PARTS  # the parts are KP's
     table.update(PREAMBLE_ENTRY.findall(_definition("KP")[len("local KP = {") : -1]))
     assert table == keys.LUA_KEYS
     assert _definition("DEFAULT_HEAD") == f'local DEFAULT_HEAD = "{keys.head(0)}"'
 
 
 def test_only_the_steps_that_finish_accepted_work_run_at_maxmemory() -> None:
-    allowed = {name for name in NAMES if source(name).startswith("#!lua flags=allow-oom\n")}
+    allowed = {name for name in NAMES if script(name)[0] == ("allow-oom",)}
     # ops_emit makes the operational events record steps asked for: their work, to its end.
     assert allowed == {"lease", "record", "claim_due", "release", "ops_emit"}
 

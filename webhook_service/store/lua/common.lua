@@ -1,6 +1,6 @@
--- Helpers shared by the scripts; scripts.py puts the key table K (the templates from
--- keys.py) and, of this file, the helpers a script names (store/lua_link.py) above each
--- script, so key names are spelled only in keys.py.
+-- Helpers shared by the scripts, once in their library (store/scripts.py), below the key
+-- table K (the templates from keys.py), so key names are spelled only in keys.py. Only
+-- definitions: the library's top level, run as it loads, sees no global but redis.
 
 -- The server's clock in whole ms, for a step whose caller passes no time of its own.
 local function server_ms()
