@@ -24,7 +24,7 @@ from webhook_service.config import Settings
 from webhook_service.store.bucket_leases import BucketLeases, record_passes
 from webhook_service.store.due import claim_due_sync
 from webhook_service.store.refusals import Backoff, refused
-from webhook_service.store.scripts import Scripts
+from webhook_service.store.scripts import Scripts, drop_other_releases
 from webhook_service.timeutil import now_ms
 
 log = logging.getLogger(__name__)
@@ -76,6 +76,14 @@ class Scheduler:
 
     def run(self, stop: threading.Event) -> None:
         log.info("scheduler running")
+        try:
+            dropped = drop_other_releases(self._client)
+        except redis.exceptions.RedisError:
+            # Left for the next scheduler to start: they cost memory, never a call.
+            log.warning("the libraries of other releases were not deleted", exc_info=True)
+        else:
+            if dropped:
+                log.info("deleted the libraries of other releases: %s", ", ".join(dropped))
         backoff = Backoff()
         while not stop.is_set():
             try:

@@ -37,7 +37,7 @@ from webhook_service.store.bucket_leases import (
     oldest_pass,
 )
 from webhook_service.store.events import EventStore
-from webhook_service.store.scripts import Scripts
+from webhook_service.store.scripts import Scripts, drop_other_releases, library
 from webhook_service.timeutil import now_ms
 from workers.scheduler import Scheduler, lock_seconds
 
@@ -98,6 +98,23 @@ def _assert_shared(store: redis.Redis, ids: Sequence[str]) -> None:
     counts = Counter(holders.values())
     assert set(counts) == set(ids), counts
     assert max(counts.values()) <= THIRD and min(counts.values()) >= B - 2 * THIRD, counts
+
+
+def test_a_starting_scheduler_deletes_the_libraries_of_other_releases(
+    valkey: EmbeddedValkey, store: redis.Redis, settings: Settings
+) -> None:
+    ours = library()
+    theirs = ours.name.replace(ours.name.removeprefix("webhook_"), "0" * 16)
+    store.function_load(ours.code.replace(ours.name.removeprefix("webhook_"), "0" * 16))
+    scheduler = Scheduler(redis.Redis.from_url(valkey.url), Wakes(), settings)
+    stop = threading.Event()
+    running = threading.Thread(target=scheduler.run, args=(stop,))
+    running.start()
+    try:
+        _poll(lambda: not store.function_list(library=theirs), 10, "their library deleted")
+    finally:
+        stop.set()
+        running.join()
 
 
 def test_every_bucket_is_held_by_one_and_each_holds_a_third(
@@ -231,6 +248,17 @@ def test_on_a_cluster_three_schedulers_share_the_buckets_and_claim_from_them(
             for scheduler, _ in schedulers:
                 scheduler.leases.give_up()
             assert lease_holders(cast(redis.Redis, clients[0])) == {}
+            # Another release's library, loaded on every primary, is deleted from each.
+            ours = library()
+            digest = ours.name.removeprefix("webhook_")
+            clients[0].function_load(ours.code.replace(digest, "0" * 16))
+            theirs = f"webhook_{'0' * 16}"
+            assert drop_other_releases(cast(redis.Redis, clients[0])) == [theirs]
+            for node in clients[0].get_primaries():
+                primary = node.redis_connection
+                assert primary is not None
+                assert primary.function_list(library=theirs) == []
+                assert primary.function_list(library=ours.name) != []
         finally:
             for client in clients:
                 client.close()

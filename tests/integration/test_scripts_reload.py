@@ -8,7 +8,7 @@ import redis.asyncio
 
 from webhook_service.embedded import EmbeddedValkey
 from webhook_service.store import keys
-from webhook_service.store.scripts import Scripts, library
+from webhook_service.store.scripts import Scripts, drop_other_releases, library
 
 # ratelimit.lua: KEYS the limiter, ARGV rate per second, burst -> 0 (may go) or the ms to
 # wait.
@@ -59,9 +59,20 @@ def test_another_releases_library_stands_beside_this_ones(valkey: EmbeddedValkey
     client.function_load(theirs)
     limiter = [keys.limit("scripts-two-releases")]
     assert Scripts(client).run_sync("ratelimit", limiter, _ARGS) == 0  # loads ours
-    loaded = {dict(zip(lib[::2], lib[1::2], strict=True))[b"library_name"] for lib in
-              client.function_list()}  # fmt: skip
-    assert loaded == {ours.name.encode(), b"webhook_" + b"0" * len(digest)}
+    assert _libraries(client) == {ours.name, f"webhook_{'0' * len(digest)}"}
     # Theirs runs beside ours, on the same keys: it sees the call ours made.
     assert client.fcall(f"webhook_ratelimit_{'0' * len(digest)}", 1, *limiter, *_ARGS) > 0
+    # Deleting theirs leaves ours, and a process of theirs still running loads it again.
+    client.function_load(f"#!lua name=not_ours\nredis.register_function('not_ours', {_NOOP})")
+    assert drop_other_releases(client) == [f"webhook_{'0' * len(digest)}"]
+    assert _libraries(client) == {ours.name, "not_ours"}
+    assert drop_other_releases(client) == []
     client.close()
+
+
+_NOOP = "function() return 1 end"
+
+
+def _libraries(client: redis.Redis) -> set[str]:
+    return {dict(zip(lib[::2], lib[1::2], strict=True))[b"library_name"].decode()
+            for lib in client.function_list()}  # fmt: skip

@@ -23,6 +23,8 @@ from pathlib import Path
 import aiohttp
 import orjson
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from tests.support.receiver import Receiver
 from tests.support.stack import ADMIN_KEY
@@ -191,10 +193,13 @@ def busy(url: str) -> Iterator[None]:
     client.config_set("busy-reply-threshold", 100)
 
     def spin() -> None:
-        # Killed, below (a ResponseError); or its reply was read past the client's timeout
-        # while the script held the server (seen on a loaded machine): either way it is over.
-        with contextlib.suppress(redis.ResponseError, redis.TimeoutError):
-            redis.Redis.from_url(url).eval(_SPIN, 0)
+        # Killed, below (a ResponseError): it is over. Its client waits for the reply however
+        # long, and never sends the script again: redis-py's default 5 s read timeout and its
+        # retries would start a second spin behind the first (seen on a loaded machine).
+        once = redis.Redis.from_url(url, socket_timeout=None, retry=Retry(NoBackoff(), 0))
+        with contextlib.suppress(redis.ResponseError):
+            once.eval(_SPIN, 0)
+        once.close()
 
     spinner = threading.Thread(target=spin)
     spinner.start()

@@ -217,6 +217,32 @@ def library() -> Library:
     return Library(f"webhook_{digest}", code, functions)
 
 
+def drop_other_releases(client: Redis) -> list[str]:
+    """Delete the libraries of other releases from the server (each primary of a cluster);
+    returns their names. A scheduler does this as it starts, so a server keeps no release's
+    library long after its processes are gone. A process of that release still running
+    loads its library again on its next call, as on any server without it, and the next
+    scheduler to start deletes it again: never a call that fails."""
+    ours = library().name
+    nodes = (
+        [node.redis_connection for node in client.get_primaries()]
+        if isinstance(client, RedisCluster)
+        else [client]
+    )
+    dropped = set()
+    for node in nodes:
+        if node is None:
+            continue
+        for entry in node.function_list(library="webhook_*"):
+            fields = dict(zip(entry[::2], entry[1::2], strict=True))
+            name = fields.get("library_name", fields.get(b"library_name"))
+            name = name.decode() if isinstance(name, bytes) else str(name)
+            if name != ours:
+                node.function_delete(name)
+                dropped.add(name)
+    return sorted(dropped)
+
+
 def _lost(answer: object) -> bool:
     """The server's answer to a call of a function it does not have (it ran nothing)."""
     return isinstance(answer, ResponseError) and str(answer).startswith("Function not found")
