@@ -36,6 +36,7 @@ from webhook_service.store.bucket_leases import (
     lease_holders,
     oldest_pass,
 )
+from webhook_service.store.connect import primaries
 from webhook_service.store.events import EventStore
 from webhook_service.store.scripts import Scripts, drop_other_releases, library
 from webhook_service.timeutil import now_ms
@@ -254,9 +255,7 @@ def test_on_a_cluster_three_schedulers_share_the_buckets_and_claim_from_them(
             clients[0].function_load(ours.code.replace(digest, "0" * 16))
             theirs = f"webhook_{'0' * 16}"
             assert drop_other_releases(cast(redis.Redis, clients[0])) == [theirs]
-            for node in clients[0].get_primaries():
-                primary = node.redis_connection
-                assert primary is not None
+            for primary in primaries(cast(redis.Redis, clients[0])):
                 assert primary.function_list(library=theirs) == []
                 assert primary.function_list(library=ours.name) != []
         finally:

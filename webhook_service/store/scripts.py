@@ -61,7 +61,7 @@ from redis.exceptions import ResponseError
 from webhook_service.operations import OPERATIONAL_EVENT_TYPES
 from webhook_service.store import keys
 from webhook_service.store.applications import DEFAULT_APP_ID, DEFAULT_APP_NAME, DEFAULT_APP_UID
-from webhook_service.store.connect import is_cluster
+from webhook_service.store.connect import is_cluster, primaries
 from webhook_service.store.states import FINAL_STATUSES
 
 # What a script's ARGV holds (redis-py encodes each).
@@ -224,15 +224,8 @@ def drop_other_releases(client: Redis) -> list[str]:
     loads its library again on its next call, as on any server without it, and the next
     scheduler to start deletes it again: never a call that fails."""
     ours = library().name
-    nodes = (
-        [node.redis_connection for node in client.get_primaries()]
-        if isinstance(client, RedisCluster)
-        else [client]
-    )
     dropped = set()
-    for node in nodes:
-        if node is None:
-            continue
+    for node in primaries(client):
         for entry in node.function_list(library="webhook_*"):
             fields = dict(zip(entry[::2], entry[1::2], strict=True))
             name = fields.get("library_name", fields.get(b"library_name"))
