@@ -1,4 +1,4 @@
-"""Delivery against an earlier commit of this repository: ``python -m bench.bench_ab
+"""Delivery and its ingest against an earlier commit of this repository: ``python -m bench.bench_ab
 [--base REF] [--deliveries N] [--rounds R] [--endpoints 1,10] [--keep]``.
 
 How each change of issue 21's later passes was measured before it was kept. The base is the
@@ -6,10 +6,11 @@ tree of REF (default ``HEAD~1``, unpacked by bench/release_tree.py), its SQL log
 its own code; each round starts a rig on each tree in turn
 (bench/rig.py: Valkey with AOF, the API, the scheduler and its shipper, the verifying
 receiver; the base first in even rounds) and drains a backlog at each endpoint count with
-2 worker processes (bench/delivery.py ``ours``). Besides the medians it prints, per figure,
-the median of each round's this ÷ base: on a shared machine that drifts between rounds by
-more than a change moves a figure, the pair of one round is what compares. Results go to
-bench/results/ab.json and .md.
+2 worker processes (bench/delivery.py ``ours``; the API's and Valkey's CPU per event are
+read while that backlog is ingested, the fan-out the endpoint count). Besides the medians
+it prints, per figure, the median of each round's this ÷ base: on a shared machine that
+drifts between rounds by more than a change moves a figure, the pair of one round is what
+compares. Results go to bench/results/ab.json and .md.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ FIGURES: dict[str, tuple[str, str, Better]] = {
     "rate": ("deliveries/s", "/s", "higher"),
     "worker_cpu_ms": ("worker CPU per delivery", CPU, "lower"),
     "valkey_cpu_ms": ("Valkey CPU per delivery", CPU, "lower"),
+    "ingest_api_cpu_ms": ("API CPU per event ingested", CPU, "lower"),
+    "ingest_valkey_cpu_ms": ("Valkey CPU per event ingested", CPU, "lower"),
 }
 SIDES = ("base", "this")
 

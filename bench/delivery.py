@@ -59,10 +59,19 @@ async def ours(
     await rig.endpoints([f"ours-{endpoints}-{n}" for n in range(endpoints)], event_type)
     events = max(1, deliveries // endpoints)
     request = rig.event_request(event_type)
+    # The backlog's ingest, measured on its way: the API's CPU and Valkey's per event (the
+    # scheduler and its shipper running beside them, as in production).
+    api = rig.children["api"]
+    api_cpu, valkey_cpu = api.cpu_seconds(), rig.valkey_cpu()
     loaded = await closed_loop(rig.api_port, request, connections=_LOAD_CONNECTIONS, count=events)
+    accepted = max(1, loaded.statuses[202])
+    ingest = {
+        "ingest_api_cpu_ms": 1000 * (api.cpu_seconds() - api_cpu) / accepted,
+        "ingest_valkey_cpu_ms": 1000 * (rig.valkey_cpu() - valkey_cpu) / accepted,
+    }
     if watch is not None:
         watch(pool.child)
-    return await drain(rig, pool, loaded.statuses[202] * endpoints)
+    return {**await drain(rig, pool, loaded.statuses[202] * endpoints), **ingest}
 
 
 async def naive(rig: Rig, endpoints: int, deliveries: int, workers: int) -> dict[str, Any]:

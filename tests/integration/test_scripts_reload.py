@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pytest
 import redis
 import redis.asyncio
 
@@ -71,6 +72,17 @@ def test_another_releases_library_stands_beside_this_ones(valkey: EmbeddedValkey
 
 
 _NOOP = "function() return 1 end"
+
+
+def test_a_key_template_in_a_call_of_no_bucket_is_refused_by_name(
+    valkey: EmbeddedValkey,
+) -> None:
+    client = redis.Redis.from_url(valkey.url)
+    # lease.lua builds its keys from K; a KEYS[1] of no bucket gives it none.
+    lease: list[str | int | float] = [0, "t", 60_000, 1, 0, "dlv_x"]
+    with pytest.raises(redis.ResponseError, match=r"of no bucket, so there is no K\.delivery"):
+        Scripts(client).run_sync("lease", [keys.limit("no-bucket")], lease)
+    client.close()
 
 
 def _libraries(client: redis.Redis) -> set[str]:

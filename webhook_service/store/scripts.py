@@ -122,8 +122,8 @@ def guarded(script_keys: Sequence[str]) -> list[str]:
 # made on its first call and each name in it on its first use, then kept with the library
 # (64 buckets, a few dozen names each). The parts of names (KP) are every table's as they
 # are; a call whose KEYS[1] is of no bucket gets them alone. (A library's top level, run
-# when it is loaded, sees no global but ``redis``: no setmetatable there.)
-_K_TABLE = """local HEAD, K
+# when it is loaded, sees no global but ``redis``: each setmetatable waits for a call.)
+_K_TABLE = """local HEAD, K, NO_BUCKET
 local K_OF = {}
 local function key_table(head)
   return setmetatable({}, {__index = function(k, name)
@@ -140,7 +140,10 @@ end
 local function bind(keys)
   HEAD = string.match(keys[1] or '', HEAD_PATTERN)
   if not HEAD then
-    K = KP
+    NO_BUCKET = NO_BUCKET or setmetatable({}, {__index = function(_, name)
+      return KP[name] or error('KEYS[1] is of no bucket, so there is no K.' .. name)
+    end})
+    K = NO_BUCKET
     return
   end
   K = K_OF[HEAD]

@@ -6,7 +6,8 @@ from bench.bench_ab import table
 
 
 def _run(rate: float, worker: float, valkey: float) -> dict[str, float]:
-    return {"rate": rate, "worker_cpu_ms": worker, "valkey_cpu_ms": valkey}
+    return {"rate": rate, "worker_cpu_ms": worker, "valkey_cpu_ms": valkey,
+            "ingest_api_cpu_ms": 2 * worker, "ingest_valkey_cpu_ms": valkey}  # fmt: skip
 
 
 def test_the_paired_ratio_is_the_median_of_each_rounds_own_ratio() -> None:
@@ -23,6 +24,8 @@ def test_the_paired_ratio_is_the_median_of_each_rounds_own_ratio() -> None:
         "deliveries/s, 1 endpoint(s)",
         "worker CPU per delivery, 1 endpoint(s)",
         "Valkey CPU per delivery, 1 endpoint(s)",
+        "API CPU per event ingested, 1 endpoint(s)",
+        "Valkey CPU per event ingested, 1 endpoint(s)",
     ]
     worker = rows[1]
     assert worker.ours["median"] == 0.8 and worker.baseline is not None
@@ -31,4 +34,6 @@ def test_the_paired_ratio_is_the_median_of_each_rounds_own_ratio() -> None:
         "deliveries/s, 1 endpoint(s): this / base 1.10 paired",
         "worker CPU per delivery, 1 endpoint(s): this / base 0.80 paired",
         "Valkey CPU per delivery, 1 endpoint(s): this / base 1.00 paired",
+        "API CPU per event ingested, 1 endpoint(s): this / base 0.80 paired",
+        "Valkey CPU per event ingested, 1 endpoint(s): this / base 1.00 paired",
     ]

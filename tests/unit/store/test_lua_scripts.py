@@ -57,7 +57,7 @@ def test_the_library_is_the_preamble_then_each_script_as_a_function() -> None:
 def test_the_key_table_is_bound_before_anything_else_runs() -> None:
     # A script's own code may use K from its first line: bind comes first in every function.
     assert library().code.count("callback = function(KEYS, ARGV)\nbind(KEYS)\n") == len(NAMES)
-    assert "K = KP" in preamble()  # a call of no bucket: the parts of names alone
+    assert "K = NO_BUCKET" in preamble()  # a call of no bucket: the parts of names alone
 
 
 def test_the_preamble_names_every_key_template_and_the_default_buckets_head() -> None:
