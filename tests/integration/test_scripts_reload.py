@@ -64,9 +64,10 @@ def test_another_releases_library_stands_beside_this_ones(valkey: EmbeddedValkey
     # Theirs runs beside ours, on the same keys: it sees the call ours made.
     assert client.fcall(f"webhook_ratelimit_{'0' * len(digest)}", 1, *limiter, *_ARGS) > 0
     # Deleting theirs leaves ours, and a process of theirs still running loads it again.
-    client.function_load(f"#!lua name=not_ours\nredis.register_function('not_ours', {_NOOP})")
+    for other in ("not_ours", "webhook_not_ours"):  # another application's, on the server
+        client.function_load(f"#!lua name={other}\nredis.register_function('{other}', {_NOOP})")
     assert drop_other_releases(client) == [f"webhook_{'0' * len(digest)}"]
-    assert _libraries(client) == {ours.name, "not_ours"}
+    assert _libraries(client) == {ours.name, "not_ours", "webhook_not_ours"}
     assert drop_other_releases(client) == []
     client.close()
 

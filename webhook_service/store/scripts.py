@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -197,6 +198,10 @@ def script(name: str) -> tuple[tuple[str, ...], str]:
     return FLAGS[first], body
 
 
+# What library() names a library: the digest is 16 hex digits.
+_LIBRARY_NAME = re.compile(r"webhook_[0-9a-f]{16}")
+
+
 @dataclass(frozen=True)
 class Library:
     name: str
@@ -225,7 +230,9 @@ def drop_other_releases(client: Redis) -> list[str]:
     returns their names. A scheduler does this as it starts, so a server keeps no release's
     library long after its processes are gone. A process of that release still running
     loads its library again on its next call, as on any server without it, and the next
-    scheduler to start deletes it again: never a call that fails."""
+    scheduler to start deletes it again (a call fails only if the delete falls between its
+    load and its resend). Only names ours take are touched: a library of another
+    application on the same server is left alone."""
     ours = library().name
     dropped = set()
     for node in primaries(client):
@@ -233,7 +240,7 @@ def drop_other_releases(client: Redis) -> list[str]:
             fields = dict(zip(entry[::2], entry[1::2], strict=True))
             name = fields.get("library_name", fields.get(b"library_name"))
             name = name.decode() if isinstance(name, bytes) else str(name)
-            if name != ours:
+            if name != ours and _LIBRARY_NAME.fullmatch(name):
                 node.function_delete(name)
                 dropped.add(name)
     return sorted(dropped)

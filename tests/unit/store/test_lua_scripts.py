@@ -39,6 +39,7 @@ def _definition(name: str) -> str:
 def test_the_library_is_the_preamble_then_each_script_as_a_function() -> None:
     made = library()
     digest = made.name.removeprefix("webhook_")
+    assert re.fullmatch(r"webhook_[0-9a-f]{16}", made.name)  # what drop_other_releases deletes
     assert made.code.startswith(f"#!lua name={made.name}\n{preamble()}\n")
     assert sorted(made.functions) == sorted(NAMES)
     for name in NAMES:
