@@ -201,7 +201,7 @@ def _fanout_rows(fanout: dict[str, Any] | None) -> list[Row]:
     out = []
     for width, figures in fanout.items():
         cost = figures["redis_commands_per_event"]
-        scripts = cost.get("fcall", 0.0) + cost.get("eval", 0.0)
+        scripts = cost.get("fcall", 0.0)
         out += [
             Row("scaling", f"fan-out {width}: 202 latency, one event at a time",
                 figures["ingest_ms"], "ms", "lower"),

@@ -198,8 +198,9 @@ def script(name: str) -> tuple[tuple[str, ...], str]:
     return FLAGS[first], body
 
 
-# What library() names a library: the digest is 16 hex digits.
-_LIBRARY_NAME = re.compile(r"webhook_[0-9a-f]{16}")
+# The hex digits of the digest that ends a library's name; only names of that form are ours.
+_DIGEST_LENGTH = 16
+_LIBRARY_NAME = re.compile(f"webhook_[0-9a-f]{{{_DIGEST_LENGTH}}}")
 
 
 @dataclass(frozen=True)
@@ -213,7 +214,7 @@ class Library:
 def library() -> Library:
     scripts = {name: script(name) for name in NAMES}
     text = "\n".join((preamble(), *(f"{flags}\n{body}" for flags, body in scripts.values())))
-    digest = hashlib.sha1(text.encode()).hexdigest()[:16]  # noqa: S324 - a name, not a secret
+    digest = hashlib.sha1(text.encode()).hexdigest()[:_DIGEST_LENGTH]  # noqa: S324 - a name
     functions = {name: f"webhook_{name}_{digest}" for name in NAMES}
     registered = (
         f"redis.register_function{{function_name = '{functions[name]}', "
@@ -221,8 +222,8 @@ def library() -> Library:
         f"callback = function(KEYS, ARGV)\nbind(KEYS)\n{body}\nend}}"
         for name, (flags, body) in scripts.items()
     )
-    code = "\n".join((f"#!lua name=webhook_{digest}", preamble(), *registered))
-    return Library(f"webhook_{digest}", code, functions)
+    name = f"webhook_{digest}"
+    return Library(name, "\n".join((f"#!lua name={name}", preamble(), *registered)), functions)
 
 
 def drop_other_releases(client: Redis) -> list[str]:
